@@ -1,0 +1,2 @@
+//! Parkway: a broker-agnostic async retry engine.
+pub use parkway_core::*;
