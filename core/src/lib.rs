@@ -25,3 +25,16 @@ pub use failure::{
     RuleClassifier,
 };
 pub use policy::{InvalidPolicy, OnExhausted, Ordering, RetryPolicy, RetryPolicyBuilder};
+
+pub mod clock;
+pub mod memory;
+pub mod redrive;
+pub mod transport;
+pub mod worker;
+
+pub use clock::{Clock, SystemClock, TokioClock};
+pub use transport::{
+    Capabilities, Choice, DelayMode, Delivery, ErrorKind, Message, Parked, ParkingLot, PlanError,
+    PolicyPlan, Selector, Settle, Transport, TransportError, Unsettled,
+};
+pub use worker::{Handler, RunSummary, Step, Worker, WorkerError};

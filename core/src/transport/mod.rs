@@ -1,0 +1,112 @@
+//! The transport contract: what a broker must do for the lifecycle.
+//!
+//! A transport supplies [`Delivery`]s and carries out settlements. It never
+//! decides anything: the worker asks [`crate::decide`] and tells the
+//! transport what to do with a [`Settle`]. Settling takes the delivery by
+//! value and, if the broker did not accept the action, gives it back in
+//! [`Unsettled`] — the original is acknowledged only after its retry or
+//! parked copy is durably accepted, and never if anything failed.
+//!
+//! The shape fits the three brokers without bending: a RabbitMQ delivery tag
+//! with publisher confirms, a Kafka offset whose commit must stay contiguous
+//! per partition, an SQS receipt handle with a visibility timeout (which is
+//! also why [`Transport::hold`] exists: the worker tells the transport when
+//! it keeps a delivery for a while).
+
+mod capabilities;
+mod error;
+mod message;
+mod parking;
+
+pub use capabilities::{Capabilities, DelayMode, PlanError, PolicyPlan};
+pub use error::{ErrorKind, TransportError};
+pub use message::{Delivery, Message};
+pub use parking::{Choice, Parked, ParkingLot, Selector};
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::envelope::Headers;
+
+/// How to settle a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Settle {
+    /// Done: acknowledge / delete / mark the offset complete.
+    Ack,
+    /// Deliver a copy with `headers` again after `delay`, then acknowledge
+    /// the original once the copy is durably accepted.
+    Retry {
+        /// How long until the copy is delivered.
+        delay: Duration,
+        /// The message's headers with the updated envelope.
+        headers: Headers,
+    },
+    /// Put a copy with `headers` in the parking lot, then acknowledge.
+    Park {
+        /// The message's headers with the final envelope.
+        headers: Headers,
+    },
+    /// Acknowledge without retrying or parking (the worker counts it).
+    Discard,
+    /// Give it back to the broker unprocessed, without spending its budget
+    /// (shutdown, a halted worker): nack-requeue, no commit, visibility 0.
+    Release,
+}
+
+impl Settle {
+    /// A short name for logs.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Settle::Ack => "ack",
+            Settle::Retry { .. } => "retry",
+            Settle::Park { .. } => "park",
+            Settle::Discard => "discard",
+            Settle::Release => "release",
+        }
+    }
+}
+
+/// A settlement the broker did not accept; the delivery is handed back
+/// unacknowledged.
+#[derive(Debug, thiserror::Error)]
+#[error("could not {action}: {error}")]
+pub struct Unsettled {
+    /// What was attempted.
+    pub action: &'static str,
+    /// Why it failed.
+    #[source]
+    pub error: TransportError,
+    /// The delivery, still unacknowledged.
+    pub delivery: Delivery,
+}
+
+/// A broker transport. Object-safe: a transport chosen in config is a
+/// `Box<dyn Transport>`.
+#[async_trait]
+pub trait Transport: Send + Sync + std::fmt::Debug {
+    /// Short name (`memory`, `rabbitmq`, …) for logs, metrics and errors.
+    fn kind(&self) -> &'static str;
+
+    /// What this transport supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The next delivery; `Ok(None)` once the transport is closed. Must be
+    /// cancel-safe: dropping the future loses no delivery.
+    async fn receive(&self) -> Result<Option<Delivery>, TransportError>;
+
+    /// Carries out a settlement. On failure the delivery comes back, still
+    /// unacknowledged, so the broker will deliver it again.
+    async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled>;
+
+    /// The worker keeps `delivery` in process for about `duration` (local
+    /// retry or ordered-mode pause): extend its lease if the broker has one.
+    async fn hold(&self, delivery: &Delivery, duration: Duration) -> Result<(), TransportError> {
+        let _ = (delivery, duration);
+        Ok(())
+    }
+
+    /// The parking lot of this transport's source.
+    fn parking_lot(&self) -> &dyn ParkingLot;
+}
