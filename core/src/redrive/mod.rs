@@ -70,3 +70,6 @@ impl fmt::Display for RedriveReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,7 +16,7 @@ use crate::{
 /// nothing is lost: unmoved messages stay parked).
 ///
 /// ```
-/// # async fn run(lot: &dyn parkway_core::ParkingLot) -> Result<(), Box<dyn std::error::Error>> {
+/// # #[allow(dead_code)] async fn run(lot: &dyn parkway_core::ParkingLot) -> Result<(), Box<dyn std::error::Error>> {
 /// use parkway_core::{EnvelopeLimits, redrive::{redrive, Filter, RedriveOptions, ReplayRequest}};
 /// let report = redrive(
 ///     lot,

@@ -22,6 +22,9 @@ use crate::{
 ///         Ok(())
 ///     }
 /// }
+/// let transport = std::sync::Arc::new(parkway_core::memory::MemoryTransport::new("greetings"));
+/// let worker = parkway_core::Worker::builder(transport, Greeter).build();
+/// assert!(worker.is_ok());
 /// ```
 pub trait Handler: Send + Sync + 'static {
     /// Handles one message.
