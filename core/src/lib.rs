@@ -38,3 +38,4 @@ pub use transport::{
     PolicyPlan, Selector, Settle, Transport, TransportError, Unsettled,
 };
 pub use worker::{Handler, RunSummary, Step, Worker, WorkerError};
+pub mod config;

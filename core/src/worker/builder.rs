@@ -55,6 +55,20 @@ impl<H: Handler> WorkerBuilder<H> {
         }
     }
 
+    /// Applies a loaded config file: policies and routes, classifier,
+    /// envelope limits and worker settings.
+    #[must_use]
+    pub fn config(mut self, config: &crate::config::Config) -> Self {
+        self.router = config.router.clone();
+        self.classifier = Arc::new(config.classifier.clone());
+        self.limits = config.limits;
+        self.concurrency = config.worker.concurrency;
+        self.handler_timeout = config.worker.handler_timeout;
+        self.handler_version
+            .clone_from(&config.worker.handler_version);
+        self
+    }
+
     /// Uses one policy for every route.
     #[must_use]
     pub fn policy(mut self, policy: RetryPolicy) -> Self {
