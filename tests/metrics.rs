@@ -50,9 +50,15 @@ async fn documented_metrics_are_emitted() {
     let who = ReplayRequest::new("ops", "test").unwrap();
     let opts = RedriveOptions::default();
     let lot = t.parking_lot();
-    let r = redrive(lot, &Filter::default(), &opts, &who, &EnvelopeLimits::default())
-        .await
-        .unwrap();
+    let r = redrive(
+        lot,
+        &Filter::default(),
+        &opts,
+        &who,
+        &EnvelopeLimits::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(r.moved, 1);
 
     let snapshot = snapshotter.snapshot().into_vec();
@@ -60,7 +66,10 @@ async fn documented_metrics_are_emitted() {
         .iter()
         .map(|(k, _, _, _)| {
             let key = k.key();
-            let labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
             format!("{}{{{}}}", key.name(), labels.join(","))
         })
         .collect();
