@@ -3,7 +3,7 @@
 //! The retry lifecycle every Parkway transport carries out:
 //! **classify → budget → backoff with jitter → park → redrive**.
 //!
-//! This crate knows no broker. It holds the rules ([`decide`]), the state
+//! This crate knows no broker. It holds the rules ([`decide()`]), the state
 //! that travels with a message ([`Envelope`]), the contract a broker
 //! transport implements ([`Transport`], [`ParkingLot`], [`Capabilities`]),
 //! the [`Worker`] loop that drives any transport, the redrive engine, the

@@ -2,7 +2,7 @@
 
 use std::{fmt, str::FromStr};
 
-/// What kind of failure a reason is; the class drives [`crate::decide`].
+/// What kind of failure a reason is; the class drives [`crate::decide()`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum FailureClass {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use super::{Failure, FailureClass, Reason};
 
-/// A failure after classification: what [`crate::decide`] consumes.
+/// A failure after classification: what [`crate::decide()`] consumes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classified {
     /// The class the lifecycle acts on.

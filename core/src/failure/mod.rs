@@ -32,10 +32,12 @@ pub struct Failure {
 }
 
 impl Failure {
-    /// A failure with a reason code and no source error.
+    /// A failure with a reason code and no source error. An invalid code is
+    /// made valid (see [`Reason::sanitized`]) so that it survives the
+    /// envelope codec.
     pub fn new(reason: impl Into<Reason>) -> Self {
         Failure {
-            reason: reason.into(),
+            reason: reason.into().sanitized(),
             class: None,
             source: None,
         }

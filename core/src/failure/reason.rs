@@ -59,6 +59,29 @@ impl Reason {
         Ok(Reason(Repr::Shared(Arc::from(code))))
     }
 
+    /// This reason if it is valid, otherwise a valid one derived from it:
+    /// characters outside the allowed set become `_`, the length is cut to
+    /// [`MAX_REASON_LEN`], and an empty code becomes `UNKNOWN_FAILURE`.
+    /// (Used on handler reasons, which `from_static` does not check.)
+    pub fn sanitized(self) -> Self {
+        if validate(self.as_str()).is_ok() {
+            return self;
+        }
+        let fixed: String = self
+            .as_str()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "_-.:".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(MAX_REASON_LEN)
+            .collect();
+        Reason::parse(&fixed).unwrap_or(Reason::UNKNOWN_FAILURE)
+    }
+
     /// The code as a string.
     pub fn as_str(&self) -> &str {
         match &self.0 {
@@ -162,7 +185,24 @@ mod tests {
         assert!(Reason::parse("OK_CODE-1.a:b").is_ok());
     }
 
+    #[test]
+    fn sanitized_reasons_are_valid() {
+        assert_eq!(
+            Reason::from_static("has spaces").sanitized().as_str(),
+            "has_spaces"
+        );
+        assert_eq!(Reason::from_static("").sanitized(), Reason::UNKNOWN_FAILURE);
+        assert_eq!(Reason::from_static("OK").sanitized().as_str(), "OK");
+    }
+
     proptest! {
+        #[test]
+        fn sanitized_always_parses(s in ".{0,100}") {
+            let owned: &'static str = Box::leak(s.into_boxed_str());
+            let r = Reason::from_static(owned).sanitized();
+            prop_assert!(Reason::parse(r.as_str()).is_ok());
+        }
+
         #[test]
         fn parse_never_panics_and_accepts_only_safe_codes(s in ".{0,80}") {
             if let Ok(r) = Reason::parse(&s) {

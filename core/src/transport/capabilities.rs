@@ -150,3 +150,57 @@ impl Capabilities {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Backoff, policy::Ordering};
+
+    fn caps(ordered: bool, max: Option<u64>) -> Capabilities {
+        Capabilities {
+            max_delay: max.map(Duration::from_secs),
+            delay_mode: DelayMode::Exact {
+                granularity: Duration::from_millis(1),
+            },
+            ordered,
+            native_redrive: false,
+        }
+    }
+
+    #[test]
+    fn ordered_policy_needs_an_ordered_transport() {
+        let p = RetryPolicy::builder()
+            .ordering(Ordering::Ordered)
+            .build()
+            .unwrap();
+        let e = caps(false, None).check("sqs", "ledger", &p).unwrap_err();
+        assert!(
+            e.to_string().contains("`ledger`") && e.to_string().contains("sqs"),
+            "{e}"
+        );
+        assert!(caps(true, None).check("memory", "ledger", &p).is_ok());
+    }
+
+    #[test]
+    fn longest_delay_is_checked_against_the_limit() {
+        let p = RetryPolicy::builder()
+            .max_attempts(3)
+            .backoff(Backoff::fixed(Duration::from_secs(3600)))
+            .build()
+            .unwrap();
+        let e = caps(true, Some(900)).check("sqs", "crm", &p).unwrap_err();
+        assert!(
+            e.to_string().contains("1h") && e.to_string().contains("15m"),
+            "{e}"
+        );
+        let plan = caps(true, Some(7200)).check("sqs", "crm", &p).unwrap();
+        assert_eq!(plan.longest_delay, Duration::from_secs(3600));
+        // One attempt never asks the transport to hold anything.
+        let once = RetryPolicy::builder()
+            .max_attempts(1)
+            .backoff(Backoff::fixed(Duration::from_secs(3600)))
+            .build()
+            .unwrap();
+        assert!(caps(true, Some(1)).check("sqs", "crm", &once).is_ok());
+    }
+}

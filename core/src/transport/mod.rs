@@ -1,7 +1,7 @@
 //! The transport contract: what a broker must do for the lifecycle.
 //!
 //! A transport supplies [`Delivery`]s and carries out settlements. It never
-//! decides anything: the worker asks [`crate::decide`] and tells the
+//! decides anything: the worker asks [`crate::decide()`] and tells the
 //! transport what to do with a [`Settle`]. Settling takes the delivery by
 //! value and, if the broker did not accept the action, gives it back in
 //! [`Unsettled`] — the original is acknowledged only after its retry or

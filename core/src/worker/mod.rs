@@ -1,7 +1,7 @@
 //! The worker: one loop that drives any transport.
 //!
 //! It takes deliveries with bounded concurrency, runs the handler with a
-//! timeout (panics caught), asks [`crate::decide`] what to do on failure and
+//! timeout (panics caught), asks [`crate::decide()`] what to do on failure and
 //! has the transport carry it out. Ordered policies keep one message in
 //! flight per lane (partition, group or key) while other lanes go on.
 //! Shutdown stops taking, lets in-flight work finish, and hands back — never
