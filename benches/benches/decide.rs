@@ -224,6 +224,14 @@ fn main() {
         );
     }
 
+    // The counter must see a real allocation, or a 0 below would mean nothing.
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    drop(black_box(Box::new(black_box(7u64))));
+    assert!(
+        ALLOCATIONS.load(Ordering::Relaxed) > before,
+        "the counting allocator did not count a Box"
+    );
+
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))

@@ -6,7 +6,7 @@
 //! messages per second. The baseline is a bare `receive` + `settle(Ack)` loop
 //! over a fresh `MemoryTransport` with the same N. Both run on a
 //! multi-thread and on a current-thread tokio runtime; each figure is the
-//! median of `PARKWAY_BENCH_ROUNDS` rounds (default 3).
+//! median of `PARKWAY_BENCH_ROUNDS` rounds (default 5).
 //!
 //! No tracing subscriber or metrics recorder is installed: the engine's
 //! spans, events and metrics are the no-ops a library user gets by default.
@@ -105,14 +105,14 @@ fn compare(label: &str, rt: &Runtime, n: u64, rounds: u64) {
     }
     let (e, b) = (median(engine_rates), median(bare_rates));
     println!("{label}: worker/engine (concurrency {CONCURRENCY}): {e:.0} msgs/s (median)");
-    println!("{label}: bare receive+ack loop:              {b:.0} msgs/s (median)");
-    println!("{label}: ratio engine/bare:                  {:.3}", e / b);
+    println!("{label}: bare receive+ack loop:          {b:.0} msgs/s (median)");
+    println!("{label}: ratio engine/bare:              {:.3}", e / b);
     println!();
 }
 
 fn main() {
     let n = env_or("PARKWAY_BENCH_N", 200_000).max(1);
-    let rounds = env_or("PARKWAY_BENCH_ROUNDS", 3).max(1);
+    let rounds = env_or("PARKWAY_BENCH_ROUNDS", 5).max(1);
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     println!(
         "worker throughput, in-memory transport: N = {n} messages, {rounds} rounds, {cores} cores"
