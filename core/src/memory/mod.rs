@@ -134,6 +134,34 @@ impl MemoryTransport {
         }
     }
 
+    /// `Some(None)` when closed, `Some(Some(d))` when a message was taken,
+    /// `None` when there is nothing to take yet.
+    fn try_take(&self) -> Option<Option<Delivery>> {
+        let mut s = self.inner.lock();
+        if s.closed {
+            return Some(None);
+        }
+        let mut e = s.ready.pop_front()?;
+        e.deliveries = e.deliveries.saturating_add(1);
+        s.in_flight += 1;
+        s.stats.delivered += 1;
+        drop(s);
+        let token = Token {
+            transport: self.inner.id(),
+            seq: e.seq,
+            deliveries: e.deliveries,
+        };
+        let origin = Origin {
+            queue: Some(self.inner.name.clone()),
+            partition: None,
+            offset: i64::try_from(e.seq).ok(),
+        };
+        let lane = e.message.key.clone();
+        let mut d = Delivery::new(e.message, origin, token).with_broker_attempts(e.deliveries - 1);
+        d.lane = lane;
+        Some(Some(d))
+    }
+
     fn token(&self, d: &Delivery) -> Option<Token> {
         d.token::<Token>()
             .copied()
@@ -159,35 +187,16 @@ impl Transport for MemoryTransport {
     }
 
     async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
+        // Fast path: a message is waiting (no waiter registration needed).
+        if let Some(d) = self.try_take() {
+            return Ok(d);
+        }
         loop {
             let ready = self.inner.ready.notified();
             tokio::pin!(ready);
             ready.as_mut().enable();
-            {
-                let mut s = self.inner.lock();
-                if s.closed {
-                    return Ok(None);
-                }
-                if let Some(mut e) = s.ready.pop_front() {
-                    e.deliveries = e.deliveries.saturating_add(1);
-                    s.in_flight += 1;
-                    s.stats.delivered += 1;
-                    let token = Token {
-                        transport: self.inner.id(),
-                        seq: e.seq,
-                        deliveries: e.deliveries,
-                    };
-                    let origin = Origin {
-                        queue: Some(self.inner.name.clone()),
-                        partition: None,
-                        offset: i64::try_from(e.seq).ok(),
-                    };
-                    let lane = e.message.key.clone();
-                    let mut d = Delivery::new(e.message, origin, token)
-                        .with_broker_attempts(e.deliveries - 1);
-                    d.lane = lane;
-                    return Ok(Some(d));
-                }
+            if let Some(d) = self.try_take() {
+                return Ok(d);
             }
             ready.await;
         }
@@ -253,12 +262,14 @@ impl Transport for MemoryTransport {
                 };
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    inner.lock().scheduled -= 1;
+                    // Enqueue before un-counting, so the queue never looks
+                    // idle in between.
                     inner.enqueue(entry, false);
+                    inner.lock().scheduled -= 1;
                 });
             }
         }
-        self.inner.changed.notify_waiters();
+        self.inner.notify_if_idle(&self.inner.lock());
         Ok(())
     }
 

@@ -120,6 +120,13 @@ impl Inner {
             }
         }
         self.ready.notify_one();
-        self.changed.notify_waiters();
+    }
+
+    /// Wakes `idle()` waiters if the queue just became idle. (Only then:
+    /// waking them on every change costs more than the queue itself.)
+    pub(super) fn notify_if_idle(&self, state: &State) {
+        if state.is_idle() || state.closed {
+            self.changed.notify_waiters();
+        }
     }
 }

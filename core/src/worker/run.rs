@@ -1,15 +1,26 @@
-//! The worker's main loop: take, dispatch (per lane in ordered mode), drain.
+//! The worker's main loop.
+//!
+//! Why long-lived consumers and not a task per message? A spawn and a
+//! cross-thread wake per message cost more than the whole in-memory
+//! round-trip; `concurrency` consumers that each take, process and settle
+//! in turn keep the engine close to the transport's own speed. Ordered
+//! policies add lanes: the consumer that takes the first delivery of a lane
+//! owns it and drains its queue in order; others only queue behind it. A
+//! slot (semaphore permit) is held by every delivery the worker has taken,
+//! in flight or queued, so the worker never holds more than `concurrency`.
 
 use std::{
     collections::{HashMap, VecDeque},
     future::Future,
-    pin::Pin,
-    sync::Arc,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU32, Ordering as AtomicOrdering},
+    },
     time::Duration,
 };
 
 use tokio::{
-    sync::{OwnedSemaphorePermit, Semaphore},
+    sync::{OwnedSemaphorePermit, Semaphore, watch},
     task::JoinSet,
 };
 
@@ -19,16 +30,10 @@ use super::{
 };
 use crate::{
     policy::Ordering,
-    transport::{Delivery, Settle, Transport, TransportError},
+    transport::{Delivery, Settle, TransportError},
 };
 
-type Incoming = (
-    OwnedSemaphorePermit,
-    Result<Option<Delivery>, TransportError>,
-);
-type IncomingFuture = Pin<Box<dyn Future<Output = Option<Incoming>> + Send>>;
-
-/// Why the loop is winding down.
+/// Why the worker is winding down.
 enum Stop {
     Shutdown,
     Closed,
@@ -36,12 +41,41 @@ enum Stop {
     Failed(TransportError),
 }
 
-struct TaskDone {
-    lane: Option<String>,
-    halt: Option<Halt>,
+type Lanes = HashMap<String, VecDeque<(Delivery, OwnedSemaphorePermit)>>;
+
+struct Shared<H> {
+    ctx: Ctx<H>,
+    permits: Arc<Semaphore>,
+    /// A key is present while its lane has an owner.
+    lanes: Mutex<Lanes>,
+    stop: Mutex<Option<Stop>>,
+    stopping: watch::Sender<bool>,
+    receive_failures: AtomicU32,
 }
 
-type Lanes = HashMap<String, VecDeque<(Delivery, OwnedSemaphorePermit)>>;
+impl<H> Shared<H> {
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records why the worker stops; an error outranks a plain stop.
+    fn stop(&self, why: Stop) {
+        let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
+        let replace = match (&*stop, &why) {
+            (None, _) => true,
+            (Some(Stop::Shutdown | Stop::Closed), Stop::Halted(_) | Stop::Failed(_)) => true,
+            _ => false,
+        };
+        if replace {
+            *stop = Some(why);
+        }
+        self.stopping.send_replace(true);
+    }
+
+    fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+}
 
 impl<H: Handler> Worker<H> {
     /// Runs until `shutdown` resolves, the transport closes, or a policy
@@ -51,89 +85,39 @@ impl<H: Handler> Worker<H> {
         self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<RunSummary, WorkerError> {
-        let ctx = Arc::new(self.ctx);
-        let permits = Arc::new(Semaphore::new(self.concurrency));
-        let mut tasks: JoinSet<TaskDone> = JoinSet::new();
-        let mut lanes: Lanes = HashMap::new();
-        let mut incoming: Option<IncomingFuture> = None;
-        let mut stop: Option<Stop> = None;
-        let mut receive_failures = 0u32;
-        tokio::pin!(shutdown);
-        loop {
-            if stop.is_none() && incoming.is_none() {
-                let pause = receive_pause(receive_failures);
-                incoming = Some(Box::pin(next(
-                    permits.clone(),
-                    ctx.transport.clone(),
-                    pause,
-                )));
+        let shared = Arc::new(Shared {
+            ctx: self.ctx,
+            permits: Arc::new(Semaphore::new(self.concurrency)),
+            lanes: Mutex::new(HashMap::new()),
+            stop: Mutex::new(None),
+            stopping: watch::channel(false).0,
+            receive_failures: AtomicU32::new(0),
+        });
+        let mut consumers = JoinSet::new();
+        for _ in 0..self.concurrency {
+            consumers.spawn(consume(shared.clone()));
+        }
+        let mut stopped = shared.stopping.subscribe();
+        tokio::select! {
+            () = shutdown => {
+                tracing::info!("shutdown requested: finishing in-flight messages");
+                shared.stop(Stop::Shutdown);
             }
-            if stop.is_some() && tasks.is_empty() {
-                break;
-            }
-            tokio::select! {
-                biased;
-                () = &mut shutdown, if stop.is_none() => {
-                    tracing::info!("shutdown requested: finishing in-flight messages");
-                    stop = Some(Stop::Shutdown);
-                    incoming = None;
-                }
-                Some(joined) = tasks.join_next() => {
-                    let done = match joined {
-                        Ok(done) => done,
-                        Err(error) => {
-                            // Handler panics are caught inside the task; this
-                            // is a bug in the worker itself. Keep going.
-                            tracing::error!(%error, "worker task ended abnormally");
-                            continue;
-                        }
-                    };
-                    if let Some(halt) = done.halt {
-                        if !matches!(stop, Some(Stop::Halted(_))) {
-                            stop = Some(Stop::Halted(halt));
-                            incoming = None;
-                        }
-                    }
-                    if let Some(key) = done.lane {
-                        let next = lanes.get_mut(&key).and_then(VecDeque::pop_front);
-                        match next {
-                            Some((d, permit)) if stop.is_none() => spawn(&mut tasks, &ctx, d, permit, Some(key)),
-                            Some(first) => {
-                                release(&ctx, first.0).await;
-                                for (d, _) in lanes.remove(&key).unwrap_or_default() {
-                                    release(&ctx, d).await;
-                                }
-                            }
-                            None => { lanes.remove(&key); }
-                        }
-                    }
-                }
-                got = poll(&mut incoming), if incoming.is_some() => {
-                    incoming = None;
-                    let Some((permit, result)) = got else { continue };
-                    match result {
-                        Ok(Some(d)) => {
-                            receive_failures = 0;
-                            Counters::bump(&ctx.counters.received);
-                            dispatch(&mut tasks, &mut lanes, &ctx, d, permit);
-                        }
-                        Ok(None) => stop = Some(Stop::Closed),
-                        Err(e) if e.is_retryable() => {
-                            receive_failures = receive_failures.saturating_add(1);
-                            tracing::warn!(error = %e, failures = receive_failures, "receive failed; retrying");
-                        }
-                        Err(e) => stop = Some(Stop::Failed(e)),
-                    }
-                }
-                else => break,
+            _ = stopped.wait_for(|s| *s) => {}
+        }
+        while let Some(joined) = consumers.join_next().await {
+            if let Err(error) = joined {
+                // Handler panics are caught inside `process`; this would be a
+                // bug in the worker itself.
+                tracing::error!(%error, "worker consumer ended abnormally");
             }
         }
-        for (_, queue) in lanes.drain() {
-            for (d, _) in queue {
-                release(&ctx, d).await;
-            }
+        let leftovers: Vec<_> = shared.lanes().drain().flat_map(|(_, q)| q).collect();
+        for (d, _) in leftovers {
+            release(&shared.ctx, d).await;
         }
-        let summary = ctx.counters.summary();
+        let summary = shared.ctx.counters.summary();
+        let stop = shared.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
         match stop {
             Some(Stop::Halted(h)) => Err(WorkerError::Halted {
                 policy: h.policy,
@@ -147,46 +131,64 @@ impl<H: Handler> Worker<H> {
     }
 }
 
-/// Waits for a free slot, then for a delivery: a slot is held by every
-/// delivery the worker has taken, in flight or queued behind its lane.
-async fn next(
-    permits: Arc<Semaphore>,
-    transport: Arc<dyn Transport>,
-    pause: Duration,
-) -> Option<Incoming> {
-    if !pause.is_zero() {
-        tokio::time::sleep(pause).await;
+/// One consumer: take a slot, take a delivery, process it (or queue it
+/// behind its lane), repeat until the worker stops.
+async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
+    let mut stopping = shared.stopping.subscribe();
+    loop {
+        let permit = tokio::select! {
+            biased;
+            _ = stopping.wait_for(|s| *s) => return,
+            p = shared.permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        let received = tokio::select! {
+            biased;
+            _ = stopping.wait_for(|s| *s) => return,
+            r = shared.ctx.transport.receive() => r,
+        };
+        match received {
+            Ok(Some(d)) => {
+                shared.receive_failures.store(0, AtomicOrdering::Relaxed);
+                Counters::bump(&shared.ctx.counters.received);
+                handle(&shared, d, permit).await;
+            }
+            Ok(None) => {
+                shared.stop(Stop::Closed);
+                return;
+            }
+            Err(e) if e.is_retryable() => {
+                drop(permit);
+                let n = shared
+                    .receive_failures
+                    .fetch_add(1, AtomicOrdering::Relaxed)
+                    + 1;
+                tracing::warn!(error = %e, failures = n, "receive failed; retrying");
+                tokio::select! {
+                    biased;
+                    _ = stopping.wait_for(|s| *s) => return,
+                    () = tokio::time::sleep(receive_pause(n)) => {}
+                }
+            }
+            Err(e) => {
+                shared.stop(Stop::Failed(e));
+                return;
+            }
+        }
     }
-    let permit = permits.acquire_owned().await.ok()?;
-    Some((permit, transport.receive().await))
 }
 
-async fn poll(f: &mut Option<IncomingFuture>) -> Option<Incoming> {
-    match f {
-        Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// 0 after a success, then 100 ms doubling to 5 s.
-fn receive_pause(failures: u32) -> Duration {
-    if failures == 0 {
-        return Duration::ZERO;
-    }
-    let ms = 100u64.saturating_mul(1 << failures.min(6).saturating_sub(1));
-    Duration::from_millis(ms.min(5_000))
-}
-
-fn dispatch<H: Handler>(
-    tasks: &mut JoinSet<TaskDone>,
-    lanes: &mut Lanes,
-    ctx: &Arc<Ctx<H>>,
-    d: Delivery,
-    permit: OwnedSemaphorePermit,
-) {
-    let policy = &ctx.router.route(&d.message.route).policy;
-    if policy.ordering() != Ordering::Ordered {
-        spawn(tasks, ctx, d, permit, None);
+/// Processes `d` now, or queues it behind its lane's owner.
+async fn handle<H: Handler>(shared: &Shared<H>, d: Delivery, permit: OwnedSemaphorePermit) {
+    let ctx = &shared.ctx;
+    if ctx.router.route(&d.message.route).policy.ordering() != Ordering::Ordered {
+        let halt = process(ctx, d).await;
+        drop(permit);
+        if let Some(h) = halt {
+            shared.stop(Stop::Halted(h));
+        }
         return;
     }
     let key = format!(
@@ -194,27 +196,41 @@ fn dispatch<H: Handler>(
         d.message.route,
         d.lane.as_deref().unwrap_or("")
     );
-    if let Some(queue) = lanes.get_mut(&key) {
-        queue.push_back((d, permit));
-    } else {
+    {
+        let mut lanes = shared.lanes();
+        if let Some(queue) = lanes.get_mut(&key) {
+            queue.push_back((d, permit));
+            return;
+        }
         lanes.insert(key.clone(), VecDeque::new());
-        spawn(tasks, ctx, d, permit, Some(key));
+    }
+    // This consumer owns the lane until its queue is empty.
+    let mut current = Some((d, permit));
+    while let Some((d, permit)) = current.take() {
+        if shared.is_stopping() {
+            release(ctx, d).await;
+            let rest = shared.lanes().remove(&key).unwrap_or_default();
+            for (d, _) in rest {
+                release(ctx, d).await;
+            }
+            return;
+        }
+        if let Some(h) = process(ctx, d).await {
+            shared.stop(Stop::Halted(h));
+        }
+        drop(permit);
+        let mut lanes = shared.lanes();
+        current = lanes.get_mut(&key).and_then(VecDeque::pop_front);
+        if current.is_none() {
+            lanes.remove(&key);
+        }
     }
 }
 
-fn spawn<H: Handler>(
-    tasks: &mut JoinSet<TaskDone>,
-    ctx: &Arc<Ctx<H>>,
-    d: Delivery,
-    permit: OwnedSemaphorePermit,
-    lane: Option<String>,
-) {
-    let ctx = ctx.clone();
-    tasks.spawn(async move {
-        let halt = process(&ctx, d).await;
-        drop(permit);
-        TaskDone { lane, halt }
-    });
+/// 100 ms after the first failure, doubling to 5 s.
+fn receive_pause(failures: u32) -> Duration {
+    let ms = 100u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1));
+    Duration::from_millis(ms.min(5_000))
 }
 
 async fn release<H>(ctx: &Ctx<H>, d: Delivery) {
