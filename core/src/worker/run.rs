@@ -61,11 +61,14 @@ impl<H> Shared<H> {
     /// Records why the worker stops; an error outranks a plain stop.
     fn stop(&self, why: Stop) {
         let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
-        let replace = match (&*stop, &why) {
-            (None, _) => true,
-            (Some(Stop::Shutdown | Stop::Closed), Stop::Halted(_) | Stop::Failed(_)) => true,
-            _ => false,
-        };
+        let replace = matches!(
+            (&*stop, &why),
+            (None, _)
+                | (
+                    Some(Stop::Shutdown | Stop::Closed),
+                    Stop::Halted(_) | Stop::Failed(_)
+                )
+        );
         if replace {
             *stop = Some(why);
         }
