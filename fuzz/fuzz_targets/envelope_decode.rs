@@ -154,4 +154,10 @@ fuzz_target!(|data: &[u8]| {
     );
     assert_eq!(again.class, env.class, "class: {input:?} -> {out:?}");
     assert_eq!(again.reason, env.reason, "reason: {input:?} -> {out:?}");
+
+    // One encode normalises for good: encoding what was decoded from it
+    // writes exactly the same headers.
+    let mut out2 = input.headers.clone();
+    again.encode(&mut out2, &limits);
+    assert_eq!(out2, out, "encode is not idempotent for {input:?}");
 });

@@ -155,7 +155,10 @@ impl Writer<'_> {
     }
 
     fn text(&mut self, name: &'static str, value: Option<&str>) {
-        self.put(name, value.map(|v| clean(truncate(v, MAX_FIELD))));
+        let value = value
+            .map(|v| clean(truncate(v, MAX_FIELD)).trim().to_owned())
+            .filter(|v| !v.is_empty());
+        self.put(name, value);
     }
 }
 
@@ -203,7 +206,9 @@ impl Reader<'_> {
 
     fn text(&self, name: &'static str) -> Option<String> {
         self.parse(name, |s| {
-            (!s.is_empty()).then(|| clean(truncate(s, MAX_FIELD)))
+            let cleaned = clean(truncate(s, MAX_FIELD));
+            let t = cleaned.trim();
+            (!t.is_empty()).then(|| t.to_owned())
         })
     }
 }

@@ -185,6 +185,29 @@ proptest! {
     }
 
     #[test]
+    fn one_encode_normalises_for_good(
+        pairs in proptest::collection::vec(
+            (proptest::sample::select(vec![
+                names::MESSAGE_ID, names::CORRELATION_ID, names::MESSAGE_TYPE,
+                names::ORIGIN_QUEUE, names::REPLAY_ID, names::REPLAYED_BY,
+                names::LAST_ERROR, names::ATTEMPT, names::REASON,
+            ]), "\\PC{0,40}[\\x00-\\x1f ]{0,3}"),
+            0..10,
+        ),
+    ) {
+        let limits = EnvelopeLimits::default();
+        let once = Envelope::decode(&pairs.into_iter().collect());
+        let mut h = Headers::new();
+        once.encode(&mut h, &limits);
+        let twice = Envelope::decode(&h);
+        let mut h2 = Headers::new();
+        twice.encode(&mut h2, &limits);
+        prop_assert_eq!(&h, &h2);
+        prop_assert_eq!(once.message_id, twice.message_id);
+        prop_assert_eq!(once.message_type, twice.message_type);
+    }
+
+    #[test]
     fn decode_never_panics_on_garbage(
         pairs in proptest::collection::vec(
             (proptest::sample::select(vec![
