@@ -48,6 +48,9 @@ struct Shared<H> {
     permits: Arc<Semaphore>,
     /// A key is present while its lane has an owner.
     lanes: Mutex<Lanes>,
+    /// Taking a delivery and placing it in its lane is one step, so lanes
+    /// see deliveries in the order the transport gave them.
+    intake: tokio::sync::Mutex<()>,
     stop: Mutex<Option<Stop>>,
     stopping: watch::Sender<bool>,
     receive_failures: AtomicU32,
@@ -92,6 +95,7 @@ impl<H: Handler> Worker<H> {
             ctx: self.ctx,
             permits: Arc::new(Semaphore::new(self.concurrency)),
             lanes: Mutex::new(HashMap::new()),
+            intake: tokio::sync::Mutex::new(()),
             stop: Mutex::new(None),
             stopping: watch::channel(false).0,
             receive_failures: AtomicU32::new(0),
@@ -147,6 +151,11 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
                 Err(_) => return,
             },
         };
+        let intake = tokio::select! {
+            biased;
+            _ = stopping.wait_for(|s| *s) => return,
+            g = shared.intake.lock() => g,
+        };
         let received = tokio::select! {
             biased;
             _ = stopping.wait_for(|s| *s) => return,
@@ -156,7 +165,11 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
             Ok(Some(d)) => {
                 shared.receive_failures.store(0, AtomicOrdering::Relaxed);
                 Counters::bump(&shared.ctx.counters.received);
-                handle(&shared, d, permit).await;
+                let admitted = admit(&shared, d, permit);
+                drop(intake);
+                if let Some(work) = admitted {
+                    run_admitted(&shared, work).await;
+                }
             }
             Ok(None) => {
                 shared.stop(Stop::Closed);
@@ -183,32 +196,57 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
     }
 }
 
-/// Processes `d` now, or queues it behind its lane's owner.
-async fn handle<H: Handler>(shared: &Shared<H>, d: Delivery, permit: OwnedSemaphorePermit) {
-    let ctx = &shared.ctx;
-    if ctx.router.route(&d.message.route).policy.ordering() != Ordering::Ordered {
-        let halt = process(ctx, d).await;
-        drop(permit);
-        if let Some(h) = halt {
-            shared.stop(Stop::Halted(h));
-        }
-        return;
+/// A delivery this consumer will process, owning its lane if it has one.
+struct Admitted {
+    delivery: Delivery,
+    permit: OwnedSemaphorePermit,
+    lane: Option<String>,
+}
+
+/// Places a delivery: returns it to process now, or queues it behind its
+/// lane's owner and returns `None`. Called under the intake lock.
+fn admit<H: Handler>(
+    shared: &Shared<H>,
+    d: Delivery,
+    permit: OwnedSemaphorePermit,
+) -> Option<Admitted> {
+    if shared.ctx.router.route(&d.message.route).policy.ordering() != Ordering::Ordered {
+        return Some(Admitted {
+            delivery: d,
+            permit,
+            lane: None,
+        });
     }
     let key = format!(
         "{}\u{1f}{}",
         d.message.route,
         d.lane.as_deref().unwrap_or("")
     );
-    {
-        let mut lanes = shared.lanes();
-        if let Some(queue) = lanes.get_mut(&key) {
-            queue.push_back((d, permit));
-            return;
-        }
-        lanes.insert(key.clone(), VecDeque::new());
+    let mut lanes = shared.lanes();
+    if let Some(queue) = lanes.get_mut(&key) {
+        queue.push_back((d, permit));
+        return None;
     }
-    // This consumer owns the lane until its queue is empty.
-    let mut current = Some((d, permit));
+    lanes.insert(key.clone(), VecDeque::new());
+    Some(Admitted {
+        delivery: d,
+        permit,
+        lane: Some(key),
+    })
+}
+
+/// Processes an admitted delivery; a lane owner then drains its lane.
+async fn run_admitted<H: Handler>(shared: &Shared<H>, work: Admitted) {
+    let ctx = &shared.ctx;
+    let Some(key) = work.lane else {
+        let halt = process(ctx, work.delivery).await;
+        drop(work.permit);
+        if let Some(h) = halt {
+            shared.stop(Stop::Halted(h));
+        }
+        return;
+    };
+    let mut current = Some((work.delivery, work.permit));
     while let Some((d, permit)) = current.take() {
         if shared.is_stopping() {
             release(ctx, d).await;

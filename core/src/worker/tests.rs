@@ -260,3 +260,38 @@ fn settings_are_validated() {
         .unwrap_err();
     assert!(e.to_string().contains("handler_timeout"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_lanes_follow_receive_order_under_concurrency() {
+    let t = MemoryTransport::new("ledger");
+    let ids: Vec<String> = (0..400).map(|i| format!("m{i:03}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let key = if i % 2 == 0 { "even" } else { "odd" };
+        t.publish(
+            Message::new("ledger", "ok")
+                .with_id(id.clone())
+                .with_key(key),
+        );
+    }
+    let h = Scripted::default();
+    let p = policy().ordering(Ordering::Ordered).build().unwrap();
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
+        .policy(p)
+        .concurrency(16)
+        .build()
+        .unwrap();
+    let idle = t.clone();
+    worker.run(async move { idle.idle().await }).await.unwrap();
+    let order = h.order.lock().unwrap().clone();
+    for parity in [0, 1] {
+        let lane: Vec<_> = order
+            .iter()
+            .filter(|id| id[1..].parse::<usize>().unwrap() % 2 == parity)
+            .cloned()
+            .collect();
+        let mut sorted = lane.clone();
+        sorted.sort();
+        assert_eq!(lane, sorted, "lane {parity} reordered");
+        assert_eq!(lane.len(), 200);
+    }
+}
