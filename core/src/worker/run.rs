@@ -49,8 +49,9 @@ struct Shared<H> {
     /// A key is present while its lane has an owner.
     lanes: Mutex<Lanes>,
     /// Taking a delivery and placing it in its lane is one step, so lanes
-    /// see deliveries in the order the transport gave them.
-    intake: tokio::sync::Mutex<()>,
+    /// see deliveries in the order the transport gave them. Only needed
+    /// when some policy is ordered.
+    intake: Option<tokio::sync::Mutex<()>>,
     stop: Mutex<Option<Stop>>,
     stopping: watch::Sender<bool>,
     receive_failures: AtomicU32,
@@ -91,11 +92,16 @@ impl<H: Handler> Worker<H> {
         self,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<RunSummary, WorkerError> {
+        let ordered = self
+            .ctx
+            .router
+            .policies()
+            .any(|p| p.policy.ordering() == Ordering::Ordered);
         let shared = Arc::new(Shared {
             ctx: self.ctx,
             permits: Arc::new(Semaphore::new(self.concurrency)),
             lanes: Mutex::new(HashMap::new()),
-            intake: tokio::sync::Mutex::new(()),
+            intake: ordered.then(|| tokio::sync::Mutex::new(())),
             stop: Mutex::new(None),
             stopping: watch::channel(false).0,
             receive_failures: AtomicU32::new(0),
@@ -154,7 +160,12 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
         let intake = tokio::select! {
             biased;
             _ = stopping.wait_for(|s| *s) => return,
-            g = shared.intake.lock() => g,
+            g = async {
+                match &shared.intake {
+                    Some(m) => Some(m.lock().await),
+                    None => None,
+                }
+            } => g,
         };
         let received = tokio::select! {
             biased;
