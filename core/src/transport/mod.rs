@@ -109,4 +109,10 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
 
     /// The parking lot of this transport's source.
     fn parking_lot(&self) -> &dyn ParkingLot;
+
+    /// The transport's compiled plan in readable lines (topology, delay
+    /// tiers, limits), printed by the start-up check.
+    fn describe(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

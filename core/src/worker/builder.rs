@@ -166,6 +166,9 @@ impl<H: Handler> WorkerBuilder<H> {
         for plan in &plans {
             tracing::info!(transport = kind, %plan, "policy plan");
         }
+        for line in self.transport.describe() {
+            tracing::info!(transport = kind, "{line}");
+        }
         Ok(Worker {
             ctx: Ctx {
                 transport: self.transport,
