@@ -115,11 +115,13 @@ impl RabbitConfig {
 
     /// Reads and validates the `[transport]` table's settings.
     pub fn from_settings(settings: &toml::Table) -> Result<Self, TransportError> {
-        let config: RabbitConfig =
-            serde_path_to_error::deserialize(toml::Value::Table(settings.clone())).map_err(|e| {
-                let path = e.path().to_string();
-                config_error(&path, e.into_inner())
-            })?;
+        let config: RabbitConfig = serde_path_to_error::deserialize(toml::Value::Table(
+            settings.clone(),
+        ))
+        .map_err(|e| {
+            let path = e.path().to_string();
+            config_error(&path, e.into_inner())
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -204,8 +206,10 @@ mod tests {
     use super::*;
 
     fn parse(extra: &str) -> Result<RabbitConfig, TransportError> {
-        let t: toml::Table =
-            toml::from_str(&format!("url = \"amqp://u:p@h/%2f\"\nqueue = \"q\"\n{extra}")).unwrap();
+        let t: toml::Table = toml::from_str(&format!(
+            "url = \"amqp://u:p@h/%2f\"\nqueue = \"q\"\n{extra}"
+        ))
+        .unwrap();
         RabbitConfig::from_settings(&t)
     }
 
@@ -222,7 +226,10 @@ mod tests {
 
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(redact("amqp://guest:guest@127.0.0.1:5672/%2f"), "amqp://guest:***@127.0.0.1:5672/%2f");
+        assert_eq!(
+            redact("amqp://guest:guest@127.0.0.1:5672/%2f"),
+            "amqp://guest:***@127.0.0.1:5672/%2f"
+        );
         assert_eq!(redact("amqp://host"), "amqp://host");
         assert_eq!(redact("amqp://a:b:c@h"), "amqp://a:***@h");
         assert_eq!(redact("garbage"), "***");

@@ -26,4 +26,15 @@ pub use tiers::{MAX_TIERS, MAX_TTL, TierPlan, TooManyTiers};
 
 /// The transport's kind, as in `[transport] kind`.
 pub const KIND: &str = "rabbitmq";
+#[cfg(feature = "fault-injection")]
+mod faults;
 mod headers;
+mod link;
+mod parking;
+mod publish;
+mod topology;
+mod transport;
+
+#[cfg(feature = "fault-injection")]
+pub use faults::Faults;
+pub use transport::RabbitTransport;

@@ -167,7 +167,10 @@ mod tests {
         let plan = TierPlan::for_policies([&p]).unwrap();
         let want: Vec<_> = [100, 200, 400, 800].map(Duration::from_millis).to_vec();
         assert_eq!(plan.tiers(), want);
-        assert_eq!(plan.tier_for(Duration::from_millis(400)), Some(Duration::from_millis(400)));
+        assert_eq!(
+            plan.tier_for(Duration::from_millis(400)),
+            Some(Duration::from_millis(400))
+        );
     }
 
     #[test]
@@ -200,7 +203,7 @@ mod tests {
             let goal = Duration::from_millis(25).max(d.mul_f64(0.02));
             match plan.tier_for(d) {
                 Some(t) => {
-                    let err = if t > d { t - d } else { d - t };
+                    let err = t.abs_diff(d);
                     prop_assert!(err <= goal + Duration::from_millis(1), "{d:?} -> {t:?} (goal {goal:?})");
                 }
                 None => prop_assert!(d <= Duration::from_millis(25), "{d:?} has no tier"),

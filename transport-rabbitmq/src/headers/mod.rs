@@ -30,7 +30,9 @@ pub(crate) fn to_headers(table: Option<&FieldTable>) -> Headers {
 
 fn text(v: &AMQPValue) -> Option<String> {
     Some(match v {
-        AMQPValue::LongString(s) if s.len() <= MAX_VALUE => String::from_utf8(s.as_bytes().to_vec()).ok()?,
+        AMQPValue::LongString(s) if s.len() <= MAX_VALUE => {
+            String::from_utf8(s.as_bytes().to_vec()).ok()?
+        }
         AMQPValue::ShortString(s) => s.as_str().to_owned(),
         AMQPValue::Boolean(b) => b.to_string(),
         AMQPValue::ShortShortInt(n) => n.to_string(),
@@ -61,7 +63,10 @@ pub(crate) fn for_copy(original: Option<&FieldTable>, headers: &Headers) -> Fiel
     }
     for (k, v) in headers.iter().filter(|(k, _)| k.starts_with(HEADER_PREFIX)) {
         if let Ok(key) = ShortString::try_new(k) {
-            out.insert(key, AMQPValue::LongString(LongString::from(v.as_bytes().to_vec())));
+            out.insert(
+                key,
+                AMQPValue::LongString(LongString::from(v.as_bytes().to_vec())),
+            );
         }
     }
     out
@@ -91,13 +96,18 @@ pub(crate) fn broker_count(table: Option<&FieldTable>, names: &Names) -> BrokerC
     let mut out = BrokerCount::default();
     let Some(table) = table else { return out };
     if let Some(v) = table.inner().get("x-delivery-count") {
-        out.delivery_count = int(v).and_then(|n| u32::try_from(n).ok()).unwrap_or(0).min(1_000_000);
+        out.delivery_count = int(v)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0)
+            .min(1_000_000);
     }
     let Some(AMQPValue::FieldArray(deaths)) = table.inner().get("x-death") else {
         return out;
     };
     for death in deaths.as_slice() {
-        let AMQPValue::FieldTable(d) = death else { continue };
+        let AMQPValue::FieldTable(d) = death else {
+            continue;
+        };
         let get = |k: &str| d.inner().get(k).and_then(text);
         let count = d
             .inner()
@@ -106,12 +116,16 @@ pub(crate) fn broker_count(table: Option<&FieldTable>, names: &Names) -> BrokerC
             .and_then(|n| u32::try_from(n).ok())
             .unwrap_or(1)
             .min(1_000_000);
-        let (Some(reason), Some(queue)) = (get("reason"), get("queue")) else { continue };
+        let (Some(reason), Some(queue)) = (get("reason"), get("queue")) else {
+            continue;
+        };
         if reason == "expired" && names.is_wait(&queue) {
             out.expired_from_wait = out.expired_from_wait.saturating_add(count);
         } else if out.dead_lettered.is_none() {
             let time = d.inner().get("time").and_then(int).and_then(|s| {
-                u64::try_from(s).ok().map(|s| UNIX_EPOCH + Duration::from_secs(s))
+                u64::try_from(s)
+                    .ok()
+                    .map(|s| UNIX_EPOCH + Duration::from_secs(s))
             });
             out.dead_lettered = Some((reason, queue, time));
         }
@@ -138,7 +152,9 @@ fn int(v: &AMQPValue) -> Option<i64> {
 /// fill one in from `x-death`, so operators see `BROKER_DELIVERY_LIMIT`
 /// rather than a blank.
 pub(crate) fn understand_broker_parking(env: &mut Envelope, count: &BrokerCount) {
-    let Some((reason, queue, time)) = &count.dead_lettered else { return };
+    let Some((reason, queue, time)) = &count.dead_lettered else {
+        return;
+    };
     if env.reason.is_some() {
         return;
     }

@@ -11,8 +11,14 @@ fn names_for_tests() -> Names {
 
 fn death(queue: &str, reason: &str, count: i64) -> AMQPValue {
     let mut d = FieldTable::default();
-    d.insert("queue".into(), AMQPValue::LongString(LongString::from(queue)));
-    d.insert("reason".into(), AMQPValue::LongString(LongString::from(reason)));
+    d.insert(
+        "queue".into(),
+        AMQPValue::LongString(LongString::from(queue)),
+    );
+    d.insert(
+        "reason".into(),
+        AMQPValue::LongString(LongString::from(reason)),
+    );
     d.insert("count".into(), AMQPValue::LongLongInt(count));
     d.insert("time".into(), AMQPValue::Timestamp(1_780_000_000));
     AMQPValue::FieldTable(d)
@@ -20,7 +26,10 @@ fn death(queue: &str, reason: &str, count: i64) -> AMQPValue {
 
 fn table_with_deaths(deaths: Vec<AMQPValue>) -> FieldTable {
     let mut t = FieldTable::default();
-    t.insert("x-death".into(), AMQPValue::FieldArray(FieldArray::from(deaths)));
+    t.insert(
+        "x-death".into(),
+        AMQPValue::FieldArray(FieldArray::from(deaths)),
+    );
     t
 }
 
@@ -34,7 +43,10 @@ fn counts_expirations_from_our_wait_queues_only() {
     let c = broker_count(Some(&t), &names_for_tests());
     assert_eq!(c.expired_from_wait, 3);
     assert_eq!(c.attempts(), 3);
-    assert_eq!(c.dead_lettered.as_ref().map(|d| d.0.as_str()), Some("expired"));
+    assert_eq!(
+        c.dead_lettered.as_ref().map(|d| d.0.as_str()),
+        Some("expired")
+    );
 }
 
 #[test]
@@ -54,13 +66,19 @@ fn broker_dead_lettered_messages_are_understood_when_parked() {
 fn copies_keep_typed_headers_and_replace_the_envelope() {
     let mut original = FieldTable::default();
     original.insert("tenant-id".into(), AMQPValue::LongLongInt(42));
-    original.insert("x-parkway-attempt".into(), AMQPValue::LongString(LongString::from("7")));
+    original.insert(
+        "x-parkway-attempt".into(),
+        AMQPValue::LongString(LongString::from("7")),
+    );
     original.insert("x-delivery-count".into(), AMQPValue::LongUInt(3));
     let mut h = Headers::new();
     h.insert(names::ATTEMPT, "2");
     h.insert("not-ours", "ignored");
     let copy = for_copy(Some(&original), &h);
-    assert_eq!(copy.inner().get("tenant-id"), Some(&AMQPValue::LongLongInt(42)));
+    assert_eq!(
+        copy.inner().get("tenant-id"),
+        Some(&AMQPValue::LongLongInt(42))
+    );
     assert_eq!(to_headers(Some(&copy)).get(names::ATTEMPT), Some("2"));
     assert!(!copy.contains_key("x-delivery-count"));
     assert!(!copy.contains_key("not-ours"));
@@ -69,7 +87,10 @@ fn copies_keep_typed_headers_and_replace_the_envelope() {
 #[test]
 fn fit_drops_the_largest_foreign_headers_first() {
     let mut t = FieldTable::default();
-    t.insert("huge".into(), AMQPValue::LongString(LongString::from(vec![b'x'; 100_000])));
+    t.insert(
+        "huge".into(),
+        AMQPValue::LongString(LongString::from(vec![b'x'; 100_000])),
+    );
     t.insert("small".into(), AMQPValue::LongString(LongString::from("s")));
     t.insert(
         ShortString::from("x-parkway-attempt"),
@@ -95,7 +116,16 @@ fn arb_value() -> impl Strategy<Value = AMQPValue> {
             proptest::collection::vec(inner.clone(), 0..4)
                 .prop_map(|v| AMQPValue::FieldArray(FieldArray::from(v))),
             proptest::collection::vec(
-                (prop_oneof![Just("queue"), Just("reason"), Just("count"), Just("time"), Just("x")], inner),
+                (
+                    prop_oneof![
+                        Just("queue"),
+                        Just("reason"),
+                        Just("count"),
+                        Just("time"),
+                        Just("x")
+                    ],
+                    inner
+                ),
                 0..5
             )
             .prop_map(|kv| {

@@ -1,0 +1,179 @@
+//! Publishing with publisher confirms: the only way a copy counts as
+//! durably accepted.
+//!
+//! Every publish is `mandatory` (an unroutable copy comes back as a return
+//! instead of vanishing) and persistent, and waits for its own confirm with
+//! a timeout. Many publishes share the channel at once, so confirms are
+//! pipelined: a worker with 32 messages in flight has up to 32 confirms
+//! outstanding, never one round-trip at a time.
+
+use std::time::Duration;
+
+use lapin::{
+    BasicProperties, Confirmation,
+    options::BasicPublishOptions,
+    types::{AMQPValue, FieldTable, LongString},
+};
+use parkway_core::{ErrorKind, Headers, Message, TransportError};
+
+use crate::{
+    KIND,
+    headers::{fit, for_copy},
+    link::{Link, lapin_error, short},
+};
+
+/// Room left in a frame for everything but the header table.
+const FRAME_MARGIN: usize = 8 * 1024;
+
+/// Publishes and waits for the broker's confirm.
+pub(crate) async fn confirmed(
+    link: &Link,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    properties: BasicProperties,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let options = BasicPublishOptions {
+        mandatory: true,
+        immediate: false,
+    };
+    let (ex, rk) = (short(exchange)?, short(routing_key)?);
+    let publish = async {
+        link.publish
+            .basic_publish(ex, rk, options, body, properties)
+            .await
+            .map_err(|e| lapin_error("publish", e))?
+            .await
+            .map_err(|e| lapin_error("receive the publisher confirm", e))
+    };
+    let confirmation = tokio::time::timeout(timeout, publish).await.map_err(|_| {
+        TransportError::new(
+            KIND,
+            ErrorKind::Timeout,
+            format!(
+                "no publisher confirm within {}",
+                humantime::format_duration(timeout)
+            ),
+        )
+    })??;
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) => Err(TransportError::new(
+            KIND,
+            ErrorKind::Refused,
+            format!(
+                "returned {} {}: no route from exchange `{exchange}` with key `{routing_key}`",
+                returned.reply_code, returned.reply_text
+            ),
+        )),
+        Confirmation::Nack(_) => Err(TransportError::new(
+            KIND,
+            ErrorKind::Refused,
+            format!("broker nacked the publish to `{exchange}`/`{routing_key}`"),
+        )),
+        Confirmation::NotRequested => Err(TransportError::new(
+            KIND,
+            ErrorKind::Refused,
+            "publisher confirms are not enabled on the publish channel",
+        )),
+    }
+}
+
+/// Properties of a copy: the original's identity and content properties,
+/// persistent, with the envelope headers; per-message TTL and user id are
+/// not carried over (a TTL would expire the copy, a foreign user id would be
+/// refused).
+pub(crate) fn copy_properties(
+    original: &BasicProperties,
+    headers: &Headers,
+    replay: bool,
+    frame_max: usize,
+) -> BasicProperties {
+    let mut table = for_copy(original.headers().as_ref(), headers);
+    if replay {
+        strip_death(&mut table);
+    }
+    let dropped = fit(&mut table, frame_max.saturating_sub(FRAME_MARGIN));
+    if !dropped.is_empty() {
+        tracing::warn!(dropped = ?dropped, "headers too large for the broker's frame; dropped from the copy");
+        table.insert(
+            "x-parkway-dropped-headers".into(),
+            AMQPValue::LongString(LongString::from(dropped.join(","))),
+        );
+    }
+    let mut p = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_headers(table);
+    if let Some(v) = original.content_type() {
+        p = p.with_content_type(v.clone());
+    }
+    if let Some(v) = original.content_encoding() {
+        p = p.with_content_encoding(v.clone());
+    }
+    if let Some(v) = original.correlation_id() {
+        p = p.with_correlation_id(v.clone());
+    }
+    if let Some(v) = original.message_id() {
+        p = p.with_message_id(v.clone());
+    }
+    if let Some(v) = original.kind() {
+        p = p.with_type(v.clone());
+    }
+    if let Some(v) = original.timestamp() {
+        p = p.with_timestamp(*v);
+    }
+    if let Some(v) = original.app_id() {
+        p = p.with_app_id(v.clone());
+    }
+    if let Some(v) = original.priority() {
+        p = p.with_priority(*v);
+    }
+    if let Some(v) = original.reply_to() {
+        p = p.with_reply_to(v.clone());
+    }
+    p
+}
+
+/// A replayed message starts a fresh budget: the broker's death history of
+/// its earlier life must not count against it.
+fn strip_death(table: &mut FieldTable) {
+    let keep: Vec<_> = table
+        .inner()
+        .iter()
+        .filter(|(k, _)| {
+            let k = k.as_str();
+            k != "x-death" && !k.starts_with("x-first-death-") && !k.starts_with("x-last-death-")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut out = FieldTable::default();
+    for (k, v) in keep {
+        out.insert(k, v);
+    }
+    *table = out;
+}
+
+/// Properties for a new message from a [`Message`] (the publisher side).
+pub(crate) fn new_properties(msg: &Message) -> Result<BasicProperties, TransportError> {
+    let mut table = FieldTable::default();
+    for (k, v) in msg.headers.iter() {
+        table.insert(
+            short(k)?,
+            AMQPValue::LongString(LongString::from(v.as_bytes().to_vec())),
+        );
+    }
+    let mut p = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_headers(table);
+    if let Some(id) = &msg.id {
+        p = p.with_message_id(short(id)?);
+    }
+    if let Some(c) = &msg.correlation_id {
+        p = p.with_correlation_id(short(c)?);
+    }
+    if let Some(t) = &msg.message_type {
+        p = p.with_type(short(t)?);
+    }
+    Ok(p)
+}

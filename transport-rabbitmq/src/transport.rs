@@ -1,0 +1,488 @@
+//! [`RabbitTransport`]: connection management, receive and settle.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering},
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use lapin::{
+    Acker, BasicProperties, Channel, Consumer,
+    options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions},
+    types::FieldTable,
+};
+use parkway_core::{
+    Capabilities, DelayMode, Delivery, ErrorKind, Message, Ordering, Origin, ParkingLot,
+    RetryPolicy, Settle, Transport, TransportError, Unsettled,
+};
+use tokio::sync::Notify;
+
+use crate::{
+    KIND, Names, RabbitConfig, TierPlan, TopologyMode,
+    headers::{broker_count, to_headers},
+    link::{Link, lapin_error, short},
+    parking::RabbitParkingLot,
+    publish, topology,
+};
+
+/// What a delivery carries back to `settle`.
+#[derive(Debug)]
+pub(crate) struct Token {
+    pub(crate) generation: u64,
+    pub(crate) acker: Acker,
+    pub(crate) properties: BasicProperties,
+}
+
+struct ConsumerState {
+    generation: u64,
+    _channel: Channel,
+    consumer: Consumer,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: RabbitConfig,
+    pub(crate) names: Names,
+    pub(crate) plan: TierPlan,
+    ordered: bool,
+    link: tokio::sync::Mutex<Option<Arc<Link>>>,
+    generation: AtomicU64,
+    consumer: tokio::sync::Mutex<Option<ConsumerState>>,
+    declared: Mutex<HashSet<Duration>>,
+    closed: AtomicBool,
+    close: Notify,
+    #[cfg(feature = "fault-injection")]
+    pub(crate) faults: crate::faults::Faults,
+}
+
+/// The RabbitMQ transport of one work queue.
+///
+/// Cheap to clone: clones share the connection.
+#[derive(Clone)]
+pub struct RabbitTransport {
+    inner: Arc<Inner>,
+    lot: RabbitParkingLot,
+}
+
+impl std::fmt::Debug for RabbitTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RabbitTransport")
+            .field("config", &self.inner.config)
+            .field("tiers", &self.inner.plan.tiers().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RabbitTransport {
+    /// Connects, plans the delay tiers for `policies`, and declares or
+    /// verifies the topology.
+    pub async fn connect<'a>(
+        config: RabbitConfig,
+        policies: impl IntoIterator<Item = &'a RetryPolicy>,
+    ) -> Result<Self, TransportError> {
+        config.validate()?;
+        let policies: Vec<&RetryPolicy> = policies.into_iter().collect();
+        let plan = TierPlan::for_policies(policies.iter().copied())
+            .map_err(|e| TransportError::new(KIND, ErrorKind::Config, e.to_string()))?;
+        let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
+        let names = Names::new(&config);
+        let link = Arc::new(Link::open(&config, 1).await?);
+        match config.topology {
+            TopologyMode::Declare => topology::declare(&link, &config, &names, ordered).await?,
+            TopologyMode::Verify => topology::verify(&link, &names, plan.tiers()).await?,
+        }
+        let declared = match config.topology {
+            TopologyMode::Verify => plan.tiers().iter().copied().collect(),
+            TopologyMode::Declare => HashSet::new(),
+        };
+        let inner = Arc::new(Inner {
+            config,
+            names,
+            plan,
+            ordered,
+            link: tokio::sync::Mutex::new(Some(link)),
+            generation: AtomicU64::new(1),
+            consumer: tokio::sync::Mutex::new(None),
+            declared: Mutex::new(declared),
+            closed: AtomicBool::new(false),
+            close: Notify::new(),
+            #[cfg(feature = "fault-injection")]
+            faults: crate::faults::Faults::default(),
+        });
+        Ok(RabbitTransport {
+            lot: RabbitParkingLot::new(inner.clone()),
+            inner,
+        })
+    }
+
+    /// The names of this transport's exchange and queues.
+    pub fn names(&self) -> &Names {
+        &self.inner.names
+    }
+
+    /// The delay tiers (one wait queue each).
+    pub fn plan(&self) -> &TierPlan {
+        &self.inner.plan
+    }
+
+    /// Publishes a new message to the work exchange, with a confirm (the
+    /// producer side, for tools, drills and tests).
+    pub async fn publish(&self, msg: &Message) -> Result<(), TransportError> {
+        let link = self.inner.link().await?;
+        let props = publish::new_properties(msg)?;
+        let names = &self.inner.names;
+        publish::confirmed(
+            &link,
+            &names.exchange,
+            &names.routing_key,
+            &msg.body,
+            props,
+            self.inner.config.confirm_timeout,
+        )
+        .await
+    }
+
+    /// Stops consuming: `receive` returns `Ok(None)` from now on.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, AtomicOrdering::SeqCst);
+        self.inner.close.notify_waiters();
+        if let Some(link) = self.inner.link.lock().await.take() {
+            let _ = link.connection.close(200, "closed by parkway".into()).await;
+        }
+    }
+
+    /// Deletes the exchange and every queue of this topology, parked
+    /// messages included (for tests and teardown).
+    pub async fn delete_topology(&self) -> Result<(), TransportError> {
+        let link = self.inner.link().await?;
+        topology::delete(&link, &self.inner.names, self.inner.plan.tiers()).await
+    }
+
+    /// Test hooks that break the connection at chosen points.
+    #[cfg(feature = "fault-injection")]
+    pub fn faults(&self) -> &crate::faults::Faults {
+        &self.inner.faults
+    }
+}
+
+impl Inner {
+    /// The live link, reconnecting if the last one died.
+    pub(crate) async fn link(&self) -> Result<Arc<Link>, TransportError> {
+        let mut guard = self.link.lock().await;
+        if let Some(link) = guard.as_ref() {
+            if link.is_alive() {
+                return Ok(link.clone());
+            }
+        }
+        if self.closed.load(AtomicOrdering::SeqCst) {
+            return Err(TransportError::new(
+                KIND,
+                ErrorKind::Closed,
+                "transport closed",
+            ));
+        }
+        let generation = self.generation.fetch_add(1, AtomicOrdering::SeqCst) + 1;
+        tracing::warn!(generation, "RabbitMQ connection lost; reconnecting");
+        let link = Arc::new(Link::open(&self.config, generation).await?);
+        *guard = Some(link.clone());
+        Ok(link)
+    }
+
+    async fn ensure_wait(&self, link: &Link, tier: Duration) -> Result<(), TransportError> {
+        if self
+            .declared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&tier)
+        {
+            return Ok(());
+        }
+        topology::declare_wait(link, &self.config, &self.names, tier).await?;
+        self.declared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tier);
+        Ok(())
+    }
+
+    fn delivery(&self, generation: u64, d: lapin::message::Delivery) -> Delivery {
+        let table = d.properties.headers().as_ref();
+        let headers = to_headers(table);
+        let count = broker_count(table, &self.names);
+        let p = &d.properties;
+        let message = Message {
+            route: self.names.queue.clone(),
+            id: p.message_id().as_ref().map(ToString::to_string),
+            key: None,
+            correlation_id: p.correlation_id().as_ref().map(ToString::to_string),
+            message_type: p.kind().as_ref().map(ToString::to_string),
+            headers,
+            body: d.data.into(),
+        };
+        let origin = Origin {
+            queue: Some(self.names.queue.clone()),
+            partition: None,
+            offset: None,
+        };
+        let token = Token {
+            generation,
+            acker: d.acker,
+            properties: d.properties,
+        };
+        Delivery::new(message, origin, token)
+            .with_broker_attempts(count.attempts())
+            .with_lane(self.names.queue.clone())
+    }
+
+    async fn start_consumer(&self) -> Result<ConsumerState, TransportError> {
+        let link = self.link().await?;
+        let channel = link.channel().await?;
+        let prefetch = if self.ordered {
+            1
+        } else {
+            self.config.prefetch
+        };
+        channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await
+            .map_err(|e| lapin_error("set the prefetch", e))?;
+        let consumer = channel
+            .basic_consume(
+                short(&self.names.queue)?,
+                "".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| lapin_error(&format!("consume from `{}`", self.names.queue), e))?;
+        Ok(ConsumerState {
+            generation: link.generation,
+            _channel: channel,
+            consumer,
+        })
+    }
+
+    async fn ack(&self, token: &Token) -> Result<(), TransportError> {
+        match token.acker.ack(BasicAckOptions::default()).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(gone()),
+            Err(e) => Err(lapin_error("ack", e)),
+        }
+    }
+}
+
+fn gone() -> TransportError {
+    TransportError::new(
+        KIND,
+        ErrorKind::Disconnected,
+        "the delivery's channel is gone; the broker has requeued it and will deliver it again",
+    )
+}
+
+#[async_trait]
+impl Transport for RabbitTransport {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let plan = &self.inner.plan;
+        let longest = plan.tiers().last().copied().unwrap_or(Duration::ZERO);
+        Capabilities {
+            max_delay: Some(longest.mul_f64(1.02) + Duration::from_millis(25)),
+            delay_mode: DelayMode::Tiered {
+                max_error_percent: plan.max_error_percent(),
+            },
+            ordered: true,
+            native_redrive: false,
+        }
+    }
+
+    async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
+        let inner = &self.inner;
+        let mut guard = inner.consumer.lock().await;
+        loop {
+            if inner.closed.load(AtomicOrdering::SeqCst) {
+                return Ok(None);
+            }
+            let current = inner.generation.load(AtomicOrdering::SeqCst);
+            if guard.as_ref().is_none_or(|s| s.generation != current) {
+                *guard = None;
+                *guard = Some(inner.start_consumer().await?);
+            }
+            let Some(state) = guard.as_mut() else {
+                continue;
+            };
+            let closed = inner.close.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if inner.closed.load(AtomicOrdering::SeqCst) {
+                return Ok(None);
+            }
+            let next = tokio::select! {
+                () = closed => return Ok(None),
+                n = state.consumer.next() => n,
+            };
+            match next {
+                Some(Ok(d)) => return Ok(Some(inner.delivery(state.generation, d))),
+                Some(Err(e)) => {
+                    *guard = None;
+                    return Err(lapin_error("receive", e));
+                }
+                None => {
+                    *guard = None;
+                    if inner.closed.load(AtomicOrdering::SeqCst) {
+                        return Ok(None);
+                    }
+                    return Err(TransportError::new(
+                        KIND,
+                        ErrorKind::Disconnected,
+                        "consumer cancelled by the broker",
+                    ));
+                }
+            }
+        }
+    }
+
+    async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
+        let name = action.name();
+        let fail = |delivery, error| Unsettled {
+            action: name,
+            error,
+            delivery,
+        };
+        let Some(token) = delivery.token::<Token>() else {
+            let e = TransportError::new(
+                KIND,
+                ErrorKind::Config,
+                "delivery is not from this transport",
+            );
+            return Err(fail(delivery, e));
+        };
+        let inner = &self.inner;
+        if token.generation != inner.generation.load(AtomicOrdering::SeqCst)
+            || token.acker.poisoned()
+        {
+            return Err(fail(delivery, gone()));
+        }
+        let result = match &action {
+            Settle::Ack | Settle::Discard => inner.ack(token).await,
+            Settle::Release => match token
+                .acker
+                .nack(BasicNackOptions {
+                    multiple: false,
+                    requeue: true,
+                })
+                .await
+            {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(gone()),
+                Err(e) => Err(lapin_error("nack", e)),
+            },
+            Settle::Retry { delay, headers } => {
+                self.copy_then_ack(&delivery, token, Some(*delay), headers)
+                    .await
+            }
+            Settle::Park { headers } => self.copy_then_ack(&delivery, token, None, headers).await,
+            _ => Err(TransportError::new(
+                KIND,
+                ErrorKind::Unsupported,
+                format!("settlement {name}"),
+            )),
+        };
+        result.map_err(|e| fail(delivery, e))
+    }
+
+    fn parking_lot(&self) -> &dyn ParkingLot {
+        &self.lot
+    }
+
+    fn describe(&self) -> Vec<String> {
+        let n = &self.inner.names;
+        let c = &self.inner.config;
+        let tiers: Vec<String> = self
+            .inner
+            .plan
+            .tiers()
+            .iter()
+            .map(|t| humantime::format_duration(*t).to_string())
+            .collect();
+        vec![
+            format!(
+                "broker {} ({:?} queues, topology {:?})",
+                c.redacted_url(),
+                c.queue_type,
+                c.topology
+            ),
+            format!(
+                "work: exchange `{}` --{}--> queue `{}`",
+                n.exchange, n.routing_key, n.queue
+            ),
+            format!(
+                "wait tiers ({}): {} — queue-level TTL, dead-lettered back to `{}`; rounding within max(25ms, 2%)",
+                tiers.len(),
+                if tiers.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tiers.join(", ")
+                },
+                n.exchange
+            ),
+            format!("parking: queue `{}` (no consumer)", n.parking),
+            format!(
+                "consumer: {}",
+                if self.inner.ordered {
+                    "single active, prefetch 1 (ordered)".to_owned()
+                } else {
+                    format!("prefetch {}", c.prefetch)
+                }
+            ),
+        ]
+    }
+}
+
+impl RabbitTransport {
+    /// Publishes the retry (`delay`) or parked (`None`) copy with a confirm,
+    /// then acks the original.
+    async fn copy_then_ack(
+        &self,
+        delivery: &Delivery,
+        token: &Token,
+        delay: Option<Duration>,
+        headers: &parkway_core::Headers,
+    ) -> Result<(), TransportError> {
+        let inner = &self.inner;
+        let link = inner.link().await?;
+        if link.generation != token.generation {
+            return Err(gone());
+        }
+        let names = &inner.names;
+        let (exchange, routing_key) = match delay {
+            None => (String::new(), names.parking.clone()),
+            Some(d) => match inner.plan.tier_for(d) {
+                Some(tier) => {
+                    inner.ensure_wait(&link, tier).await?;
+                    (String::new(), names.wait(tier))
+                }
+                None => (names.exchange.clone(), names.routing_key.clone()),
+            },
+        };
+        let props = publish::copy_properties(&token.properties, headers, false, link.frame_max);
+        publish::confirmed(
+            &link,
+            &exchange,
+            &routing_key,
+            &delivery.message.body,
+            props,
+            inner.config.confirm_timeout,
+        )
+        .await?;
+        #[cfg(feature = "fault-injection")]
+        inner.faults.after_confirm(&link).await;
+        inner.ack(token).await
+    }
+}
