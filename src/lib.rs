@@ -5,7 +5,8 @@
 //! backoff with jitter → park → redrive** — whatever the broker.
 //!
 //! This facade re-exports [`parkway_core`] and turns a config file's
-//! `[transport]` table into a transport with [`connect`].
+//! `[transport]` table into a transport with [`connect`]. Broker transports
+//! are cargo features: `rabbitmq`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,7 +17,7 @@
 //!     [policies.default]
 //!     max_attempts = 3
 //! "#)?;
-//! let transport = parkway::connect(&config)?;
+//! let transport = parkway::connect(&config).await?;
 //! assert_eq!(transport.kind(), "memory");
 //! # Ok(()) }
 //! ```
@@ -24,22 +25,33 @@
 
 pub use parkway_core::*;
 
+#[cfg(feature = "rabbitmq")]
+pub use parkway_rabbitmq as rabbitmq;
+
 use std::sync::Arc;
 
 use parkway_core::{config::Config, memory::MemoryTransport};
 
-/// The transport kinds this build can connect to.
-pub const KINDS: &[&str] = &["memory"];
+/// Every transport kind Parkway knows, and the cargo feature that builds it.
+pub const KINDS: &[(&str, Option<&str>)] = &[("memory", None), ("rabbitmq", Some("rabbitmq"))];
 
 /// Why [`connect`] could not produce a transport.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
-    /// `[transport] kind` names a transport this build does not have.
-    #[error("transport.kind: unknown transport {kind:?}; this build supports: {}", KINDS.join(", "))]
+    /// `[transport] kind` names no transport Parkway knows.
+    #[error("transport.kind: unknown transport {kind:?}; known kinds: {}", KINDS.iter().map(|k| k.0).collect::<Vec<_>>().join(", "))]
     UnknownKind {
         /// The kind from the file.
         kind: String,
+    },
+    /// The kind is known but this build does not include it.
+    #[error("transport.kind: the {kind} transport is not compiled in; enable the `{feature}` feature of the parkway crate")]
+    NotCompiled {
+        /// The kind from the file.
+        kind: String,
+        /// The cargo feature to enable.
+        feature: String,
     },
     /// A setting in `[transport]` is wrong.
     #[error("transport.{setting}: {why}")]
@@ -49,36 +61,56 @@ pub enum ConnectError {
         /// What is wrong.
         why: String,
     },
+    /// The transport could not start (connect, declare, verify).
+    #[error(transparent)]
+    Transport(#[from] TransportError),
 }
 
-/// Builds the transport named by the config's `[transport]` table.
+/// Builds the transport named by the config's `[transport]` table, planned
+/// for the config's policies.
 ///
-/// `memory` reads one optional setting, `queue` (default `"parkway"`).
-pub fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError> {
+/// `memory` reads one optional setting, `queue` (default `"parkway"`);
+/// `rabbitmq` reads [`rabbitmq::RabbitConfig`](../parkway_rabbitmq/struct.RabbitConfig.html).
+pub async fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError> {
     let t = &config.transport;
     match t.kind.as_str() {
-        "memory" => {
-            for key in t.settings.keys() {
-                if key != "queue" {
-                    return Err(ConnectError::Setting {
-                        setting: key.clone(),
-                        why: "not a setting of the memory transport (it has: queue)".into(),
-                    });
-                }
-            }
-            let queue = match t.settings.get("queue") {
-                None => "parkway",
-                Some(v) => v.as_str().ok_or_else(|| ConnectError::Setting {
-                    setting: "queue".into(),
-                    why: "must be a string".into(),
-                })?,
-            };
-            Ok(Arc::new(MemoryTransport::new(queue)))
+        "memory" => memory(t),
+        #[cfg(feature = "rabbitmq")]
+        "rabbitmq" => {
+            let settings = parkway_rabbitmq::RabbitConfig::from_settings(&t.settings)?;
+            let policies: Vec<&RetryPolicy> = config.router.policies().map(|p| &p.policy).collect();
+            let transport = parkway_rabbitmq::RabbitTransport::connect(settings, policies).await?;
+            Ok(Arc::new(transport))
         }
-        other => Err(ConnectError::UnknownKind {
-            kind: other.to_owned(),
-        }),
+        other => match KINDS.iter().find(|k| k.0 == other) {
+            Some((kind, Some(feature))) => Err(ConnectError::NotCompiled {
+                kind: (*kind).to_owned(),
+                feature: (*feature).to_owned(),
+            }),
+            _ => Err(ConnectError::UnknownKind {
+                kind: other.to_owned(),
+            }),
+        },
     }
+}
+
+fn memory(t: &config::TransportConfig) -> Result<Arc<dyn Transport>, ConnectError> {
+    for key in t.settings.keys() {
+        if key != "queue" {
+            return Err(ConnectError::Setting {
+                setting: key.clone(),
+                why: "not a setting of the memory transport (it has: queue)".into(),
+            });
+        }
+    }
+    let queue = match t.settings.get("queue") {
+        None => "parkway",
+        Some(v) => v.as_str().ok_or_else(|| ConnectError::Setting {
+            setting: "queue".into(),
+            why: "must be a string".into(),
+        })?,
+    };
+    Ok(Arc::new(MemoryTransport::new(queue)))
 }
 
 #[cfg(test)]
@@ -89,13 +121,29 @@ mod tests {
         Config::from_toml(&format!("[transport]\n{transport}\n[policies.p]\n")).unwrap()
     }
 
-    #[test]
-    fn unknown_kinds_and_settings_are_named() {
-        let e = connect(&config("kind = \"carrier-pigeon\"")).unwrap_err();
+    #[tokio::test]
+    async fn unknown_kinds_and_settings_are_named() {
+        let e = connect(&config("kind = \"carrier-pigeon\"")).await.unwrap_err();
         assert!(e.to_string().contains("carrier-pigeon"), "{e}");
-        let e = connect(&config("kind = \"memory\"\nqeueu = \"x\"")).unwrap_err();
+        let e = connect(&config("kind = \"memory\"\nqeueu = \"x\"")).await.unwrap_err();
         assert!(e.to_string().contains("transport.qeueu"), "{e}");
-        let e = connect(&config("kind = \"memory\"\nqueue = 3")).unwrap_err();
+        let e = connect(&config("kind = \"memory\"\nqueue = 3")).await.unwrap_err();
         assert!(e.to_string().contains("transport.queue"), "{e}");
+    }
+
+    #[cfg(not(feature = "rabbitmq"))]
+    #[tokio::test]
+    async fn a_transport_not_compiled_in_names_its_feature() {
+        let e = connect(&config("kind = \"rabbitmq\"")).await.unwrap_err();
+        assert!(e.to_string().contains("`rabbitmq` feature"), "{e}");
+    }
+
+    #[cfg(feature = "rabbitmq")]
+    #[tokio::test]
+    async fn bad_rabbitmq_settings_are_named() {
+        let e = connect(&config("kind = \"rabbitmq\"\nurl = \"amqp://h\"\nqueue = \"q\"\nprefetch = 0"))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("transport.prefetch"), "{e}");
     }
 }

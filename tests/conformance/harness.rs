@@ -20,10 +20,12 @@ pub trait Broker: Send + Sync {
     async fn queue(&self, policy: &RetryPolicy) -> Queue;
 }
 
-/// Publishes test messages to a queue's origin.
+/// Publishes test messages to a queue's origin, and removes the queue's
+/// broker resources at the end.
 #[async_trait]
 pub trait Publish: Send + Sync {
     async fn publish(&self, msg: Message) -> Result<(), TransportError>;
+    async fn teardown(&self) {}
 }
 
 /// A queue under test.
@@ -99,6 +101,13 @@ impl Running {
             .expect("worker task")
             .expect("worker ran without error")
     }
+}
+
+/// Stops the worker, removes the queue's resources, returns the summary.
+pub async fn finish(w: Running, q: &Queue) -> RunSummary {
+    let s = w.stop().await;
+    q.publisher.teardown().await;
+    s
 }
 
 /// Polls `check` until it holds, failing with `what` after `within`.

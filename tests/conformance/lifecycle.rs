@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use parkway::{Backoff, FailureClass, Message, RetryPolicy};
 
-use super::harness::{Broker, WITHIN, eventually, settle_down, start};
+use super::harness::{Broker, finish, WITHIN, eventually, settle_down, start};
 
 const DELAY: Duration = Duration::from_millis(200);
 
@@ -29,14 +29,14 @@ pub async fn success_is_acked_once(b: &dyn Broker) {
     settle_down().await;
     assert_eq!(w.record.run_count("m1"), 1, "delivered once");
     assert!(q.parked().await.is_empty(), "nothing parked");
-    let s = w.stop().await;
+    let s = finish(w, &q).await;
     assert_eq!((s.acked, s.retried, s.parked), (1, 0, 0));
 }
 
 pub async fn transient_three_times_then_success(b: &dyn Broker) {
     let p = policy().max_attempts(5).build().unwrap();
-    let tolerance = tolerance(b, &p).await;
     let q = b.queue(&p).await;
+    let tolerance = tolerance(&q);
     q.publish("m1", "fail:3").await;
     let w = start(&q, p);
     eventually(WITHIN, "m1 succeeds", || async {
@@ -53,7 +53,7 @@ pub async fn transient_three_times_then_success(b: &dyn Broker) {
         );
     }
     assert!(q.parked().await.is_empty());
-    w.stop().await;
+    finish(w, &q).await;
 }
 
 pub async fn permanent_reason_parks_on_attempt_one(b: &dyn Broker) {
@@ -94,7 +94,7 @@ pub async fn permanent_reason_parks_on_attempt_one(b: &dyn Broker) {
             .unwrap_or_default()
             .contains("scripted permanent failure")
     );
-    w.stop().await;
+    finish(w, &q).await;
 }
 
 pub async fn transient_forever_parks_after_max_attempts(b: &dyn Broker) {
@@ -118,7 +118,7 @@ pub async fn transient_forever_parks_after_max_attempts(b: &dyn Broker) {
     );
     assert!(e.last_error.unwrap_or_default().contains("503"));
     assert!(e.total_delay >= DELAY * 3);
-    w.stop().await;
+    finish(w, &q).await;
 }
 
 pub async fn max_age_parks_with_attempts_left(b: &dyn Broker) {
@@ -136,7 +136,7 @@ pub async fn max_age_parks_with_attempts_left(b: &dyn Broker) {
     .await;
     let runs = w.record.run_count("m1");
     assert!((2..1000).contains(&runs), "parked by age after {runs} runs");
-    w.stop().await;
+    finish(w, &q).await;
 }
 
 pub async fn discard_and_duplicate_are_acked_not_parked(b: &dyn Broker) {
@@ -158,7 +158,7 @@ pub async fn discard_and_duplicate_are_acked_not_parked(b: &dyn Broker) {
     assert_eq!(w.record.run_count("stale"), 1, "discarded, not retried");
     assert_eq!(w.record.run_count("dup"), 1, "duplicate, not retried");
     assert!(q.parked().await.is_empty());
-    let s = w.stop().await;
+    let s = finish(w, &q).await;
     assert_eq!((s.discarded, s.duplicates, s.acked), (1, 1, 1));
 }
 
@@ -183,7 +183,7 @@ pub async fn poison_flood_does_not_starve_healthy_messages(b: &dyn Broker) {
         },
     )
     .await;
-    w.stop().await;
+    finish(w, &q).await;
 }
 
 pub async fn garbage_headers_never_crash_or_buy_retries(b: &dyn Broker) {
@@ -222,12 +222,11 @@ pub async fn garbage_headers_never_crash_or_buy_retries(b: &dyn Broker) {
             "{id}: budget is max_attempts = 4"
         );
     }
-    w.stop().await;
+    finish(w, &q).await;
 }
 
 /// Delay tolerance for this broker: its granularity plus scheduling slack.
-async fn tolerance(b: &dyn Broker, p: &RetryPolicy) -> Duration {
-    let q = b.queue(p).await;
+fn tolerance(q: &super::Queue) -> Duration {
     let slack = Duration::from_millis(400);
     match q.transport.capabilities().delay_mode {
         parkway::DelayMode::Exact { granularity } => granularity + slack,

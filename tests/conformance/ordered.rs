@@ -6,7 +6,7 @@ use parkway::{Backoff, Message, Ordering, RetryPolicy};
 
 use super::{
     Outcome,
-    harness::{Broker, WITHIN, eventually, start},
+    harness::{Broker, WITHIN, eventually, finish, start},
 };
 
 pub async fn ordered_mode_keeps_order_per_lane(b: &dyn Broker) -> Outcome {
@@ -18,6 +18,7 @@ pub async fn ordered_mode_keeps_order_per_lane(b: &dyn Broker) -> Outcome {
         .unwrap();
     let q = b.queue(&p).await;
     if !q.transport.capabilities().ordered {
+        q.publisher.teardown().await;
         return Outcome::Unsupported("the transport states it has no ordered mode");
     }
     let msgs = [
@@ -46,6 +47,6 @@ pub async fn ordered_mode_keeps_order_per_lane(b: &dyn Broker) -> Outcome {
     assert!(pos("b1") < pos("b2"), "lane B out of order: {order:?}");
     assert_eq!(w.record.run_count("a2"), 3);
     assert_eq!(w.record.run_count("a3"), 1, "nothing behind a2 ran early");
-    w.stop().await;
+    finish(w, &q).await;
     Outcome::Passed
 }

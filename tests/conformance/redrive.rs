@@ -9,7 +9,7 @@ use parkway::{
 };
 use tokio::time::Instant;
 
-use super::harness::{Broker, WITHIN, eventually, settle_down, start};
+use super::harness::{Broker, finish, WITHIN, eventually, settle_down, start};
 
 pub async fn filtered_redrive_moves_only_matches(b: &dyn Broker) {
     let p = RetryPolicy::builder()
@@ -108,5 +108,5 @@ pub async fn filtered_redrive_moves_only_matches(b: &dyn Broker) {
     let mut left = q.parked_ids().await;
     left.sort();
     assert_eq!(left, ["a1", "a2"], "non-matching messages stay parked");
-    w.stop().await;
+    finish(w, &q).await;
 }
