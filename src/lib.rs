@@ -46,7 +46,9 @@ pub enum ConnectError {
         kind: String,
     },
     /// The kind is known but this build does not include it.
-    #[error("transport.kind: the {kind} transport is not compiled in; enable the `{feature}` feature of the parkway crate")]
+    #[error(
+        "transport.kind: the {kind} transport is not compiled in; enable the `{feature}` feature of the parkway crate"
+    )]
     NotCompiled {
         /// The kind from the file.
         kind: String,
@@ -123,11 +125,17 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_kinds_and_settings_are_named() {
-        let e = connect(&config("kind = \"carrier-pigeon\"")).await.unwrap_err();
+        let e = connect(&config("kind = \"carrier-pigeon\""))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("carrier-pigeon"), "{e}");
-        let e = connect(&config("kind = \"memory\"\nqeueu = \"x\"")).await.unwrap_err();
+        let e = connect(&config("kind = \"memory\"\nqeueu = \"x\""))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("transport.qeueu"), "{e}");
-        let e = connect(&config("kind = \"memory\"\nqueue = 3")).await.unwrap_err();
+        let e = connect(&config("kind = \"memory\"\nqueue = 3"))
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("transport.queue"), "{e}");
     }
 
@@ -141,9 +149,11 @@ mod tests {
     #[cfg(feature = "rabbitmq")]
     #[tokio::test]
     async fn bad_rabbitmq_settings_are_named() {
-        let e = connect(&config("kind = \"rabbitmq\"\nurl = \"amqp://h\"\nqueue = \"q\"\nprefetch = 0"))
-            .await
-            .unwrap_err();
+        let e = connect(&config(
+            "kind = \"rabbitmq\"\nurl = \"amqp://h\"\nqueue = \"q\"\nprefetch = 0",
+        ))
+        .await
+        .unwrap_err();
         assert!(e.to_string().contains("transport.prefetch"), "{e}");
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use parkway::{Backoff, FailureClass, Message, RetryPolicy};
 
-use super::harness::{Broker, finish, WITHIN, eventually, settle_down, start};
+use super::harness::{Broker, WITHIN, eventually, finish, settle_down, start};
 
 const DELAY: Duration = Duration::from_millis(200);
 

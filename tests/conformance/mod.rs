@@ -2,7 +2,12 @@
 //! against every transport. A transport's test file implements [`Broker`]
 //! and invokes [`conformance_suite!`].
 
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    missing_docs,
+    missing_debug_implementations
+)]
 
 pub mod harness;
 pub mod lifecycle;

@@ -9,7 +9,7 @@ use parkway::{
 };
 use tokio::time::Instant;
 
-use super::harness::{Broker, finish, WITHIN, eventually, settle_down, start};
+use super::harness::{Broker, WITHIN, eventually, finish, settle_down, start};
 
 pub async fn filtered_redrive_moves_only_matches(b: &dyn Broker) {
     let p = RetryPolicy::builder()

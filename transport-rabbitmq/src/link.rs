@@ -30,14 +30,14 @@ impl Link {
     ) -> Result<Link, TransportError> {
         let props = ConnectionProperties::default()
             .with_connection_name(format!("parkway:{}", config.queue).into());
-        let connection = Connection::connect(&config.url, props).await.map_err(|e| {
-            TransportError::new(
-                KIND,
-                ErrorKind::Disconnected,
-                format!("cannot connect to {}", config.redacted_url()),
-            )
-            .with_source(e)
-        })?;
+        let cannot = || format!("cannot connect to {}", config.redacted_url());
+        let connect = Connection::connect(&config.url, props);
+        let connection = tokio::time::timeout(config.confirm_timeout, connect)
+            .await
+            .map_err(|_| TransportError::new(KIND, ErrorKind::Timeout, cannot()))?
+            .map_err(|e| {
+                TransportError::new(KIND, ErrorKind::Disconnected, cannot()).with_source(e)
+            })?;
         let publish = connection
             .create_channel()
             .await

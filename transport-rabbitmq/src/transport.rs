@@ -267,10 +267,34 @@ impl Inner {
     }
 
     async fn ack(&self, token: &Token) -> Result<(), TransportError> {
-        match token.acker.ack(BasicAckOptions::default()).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(gone()),
-            Err(e) => Err(lapin_error("ack", e)),
+        let ack = token.acker.ack(BasicAckOptions::default());
+        self.answered("ack", ack).await
+    }
+
+    async fn requeue(&self, token: &Token) -> Result<(), TransportError> {
+        let nack = token.acker.nack(BasicNackOptions {
+            multiple: false,
+            requeue: true,
+        });
+        self.answered("nack", nack).await
+    }
+
+    /// Waits for an ack/nack to be sent, at most `confirm_timeout`: on a
+    /// connection that died mid-way the answer may never come.
+    async fn answered(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = lapin::Result<bool>>,
+    ) -> Result<(), TransportError> {
+        match tokio::time::timeout(self.config.confirm_timeout, call).await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(gone()),
+            Ok(Err(e)) => Err(lapin_error(what, e)),
+            Err(_) => Err(TransportError::new(
+                KIND,
+                ErrorKind::Timeout,
+                format!("{what} not sent in time"),
+            )),
         }
     }
 }
@@ -371,18 +395,7 @@ impl Transport for RabbitTransport {
         }
         let result = match &action {
             Settle::Ack | Settle::Discard => inner.ack(token).await,
-            Settle::Release => match token
-                .acker
-                .nack(BasicNackOptions {
-                    multiple: false,
-                    requeue: true,
-                })
-                .await
-            {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(gone()),
-                Err(e) => Err(lapin_error("nack", e)),
-            },
+            Settle::Release => inner.requeue(token).await,
             Settle::Retry { delay, headers } => {
                 self.copy_then_ack(&delivery, token, Some(*delay), headers)
                     .await
@@ -472,7 +485,7 @@ impl RabbitTransport {
             },
         };
         let props = publish::copy_properties(&token.properties, headers, false, link.frame_max);
-        publish::confirmed(
+        let published = publish::confirmed(
             &link,
             &exchange,
             &routing_key,
@@ -480,7 +493,21 @@ impl RabbitTransport {
             props,
             inner.config.confirm_timeout,
         )
-        .await?;
+        .await;
+        if let Err(e) = published {
+            if e.kind() == ErrorKind::Refused && exchange.is_empty() {
+                // The wait queue is gone (deleted behind our back): declare
+                // it again before the next attempt.
+                if let Some(tier) = delay.and_then(|d| inner.plan.tier_for(d)) {
+                    inner
+                        .declared
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&tier);
+                }
+            }
+            return Err(e);
+        }
         #[cfg(feature = "fault-injection")]
         inner.faults.after_confirm(&link).await;
         inner.ack(token).await

@@ -188,7 +188,10 @@ impl RetryPolicy {
 
     /// The longest single delay this policy can ask a transport to hold.
     pub fn longest_delay(&self) -> Duration {
-        let d = self.backoff.longest(self.max_attempts);
+        // Retries follow failures 1 ..= max_attempts − 1; the last attempt's
+        // failure spends the budget instead of waiting.
+        let retries = self.max_attempts.saturating_sub(1).max(1);
+        let d = self.backoff.longest(retries);
         self.max_total_delay.map_or(d, |t| d.min(t))
     }
 
