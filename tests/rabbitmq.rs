@@ -75,6 +75,8 @@ pub(crate) fn names(q: &RabbitQueue) -> parkway_rabbitmq::Names {
     q.rabbit.names().clone()
 }
 
+#[path = "rabbitmq/broker.rs"]
+mod broker;
 #[path = "rabbitmq/drill.rs"]
 mod drill;
 #[path = "rabbitmq/faults.rs"]

@@ -69,6 +69,13 @@ impl Link {
     }
 }
 
+/// Closes a channel without waiting forever on a dead connection (closing
+/// requeues its unacknowledged deliveries broker-side either way).
+pub(crate) async fn close_quietly(ch: &Channel, why: &str) {
+    let close = ch.close(200, ShortString::try_new(why).unwrap_or_default());
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), close).await;
+}
+
 /// Maps a lapin error to a transport error saying what we were doing.
 pub(crate) fn lapin_error(doing: &str, e: lapin::Error) -> TransportError {
     let text = e.to_string();

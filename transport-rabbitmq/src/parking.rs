@@ -20,7 +20,7 @@ use parkway_core::{Choice, ErrorKind, Message, Parked, ParkingLot, Selector, Tra
 use crate::{
     KIND,
     headers::{broker_count, to_headers, understand_broker_parking},
-    link::{lapin_error, short},
+    link::{close_quietly, lapin_error, short},
     publish,
     transport::Inner,
 };
@@ -96,7 +96,7 @@ impl ParkingLot for RabbitParkingLot {
             }
         }
         // Closing the channel puts every unacknowledged message back.
-        let _ = ch.close(200, "browsed".into()).await;
+        close_quietly(&ch, "browsed").await;
         Ok(out)
     }
 
@@ -142,7 +142,7 @@ impl ParkingLot for RabbitParkingLot {
         }
         .await;
         // Kept messages go back, in their order, when the channel closes.
-        let _ = ch.close(200, "swept".into()).await;
+        close_quietly(&ch, "swept").await;
         result
     }
 }

@@ -15,7 +15,7 @@ use parkway_core::{ErrorKind, TransportError};
 
 use crate::{
     KIND, Names, QueueType, RabbitConfig,
-    link::{Link, lapin_error, short},
+    link::{Link, close_quietly, lapin_error, short},
 };
 
 fn long(s: &str) -> AMQPValue {
@@ -119,7 +119,7 @@ pub(crate) async fn declare(
             e,
         )
     })?;
-    let _ = ch.close(200, "declared".into()).await;
+    close_quietly(&ch, "declared").await;
     Ok(())
 }
 
@@ -135,7 +135,7 @@ pub(crate) async fn declare_wait(
     ch.queue_declare(short(&name)?, durable(), wait_args(config, names, tier))
         .await
         .map_err(|e| lapin_error(&format!("declare wait queue `{name}`"), e))?;
-    let _ = ch.close(200, "declared".into()).await;
+    close_quietly(&ch, "declared").await;
     Ok(())
 }
 
@@ -181,7 +181,7 @@ pub(crate) async fn verify(
         ch.queue_declare(short(&q)?, passive, FieldTable::default())
             .await
             .map_err(|_| missing(format!("queue `{q}`")))?;
-        let _ = ch.close(200, "verified".into()).await;
+        close_quietly(&ch, "verified").await;
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use crate::{
     KIND, Names, RabbitConfig, TierPlan, TopologyMode,
     headers::{broker_count, to_headers},
-    link::{Link, lapin_error, short},
+    link::{Link, close_quietly, lapin_error, short},
     parking::RabbitParkingLot,
     publish, topology,
 };
@@ -40,7 +40,7 @@ pub(crate) struct Token {
 
 struct ConsumerState {
     generation: u64,
-    _channel: Channel,
+    channel: Channel,
     consumer: Consumer,
 }
 
@@ -151,7 +151,8 @@ impl RabbitTransport {
         self.inner.closed.store(true, AtomicOrdering::SeqCst);
         self.inner.close.notify_waiters();
         if let Some(link) = self.inner.link.lock().await.take() {
-            let _ = link.connection.close(200, "closed by parkway".into()).await;
+            let close = link.connection.close(200, "closed by parkway".into());
+            let _ = tokio::time::timeout(Duration::from_secs(5), close).await;
         }
     }
 
@@ -261,7 +262,7 @@ impl Inner {
             .map_err(|e| lapin_error(&format!("consume from `{}`", self.names.queue), e))?;
         Ok(ConsumerState {
             generation: link.generation,
-            _channel: channel,
+            channel,
             consumer,
         })
     }
@@ -408,6 +409,14 @@ impl Transport for RabbitTransport {
             )),
         };
         result.map_err(|e| fail(delivery, e))
+    }
+
+    async fn stop_receiving(&self) {
+        // Closing the consumer's channel hands every prefetched delivery
+        // back to the broker (all handed-out ones are settled by now).
+        if let Some(state) = self.inner.consumer.lock().await.take() {
+            close_quietly(&state.channel, "worker stopped").await;
+        }
     }
 
     fn parking_lot(&self) -> &dyn ParkingLot {

@@ -107,6 +107,11 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// The worker has stopped taking deliveries: hand back anything the
+    /// transport fetched ahead (prefetch buffers) so another consumer can
+    /// have it. `receive` may be called again later.
+    async fn stop_receiving(&self) {}
+
     /// The parking lot of this transport's source.
     fn parking_lot(&self) -> &dyn ParkingLot;
 

@@ -129,6 +129,7 @@ impl<H: Handler> Worker<H> {
         for (d, _) in leftovers {
             release(&shared.ctx, d).await;
         }
+        shared.ctx.transport.stop_receiving().await;
         let summary = shared.ctx.counters.summary();
         let stop = shared.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
         match stop {
