@@ -22,7 +22,7 @@ mod tiers;
 
 pub use config::{QueueType, RabbitConfig, TopologyMode};
 pub use names::Names;
-pub use tiers::{MAX_TIERS, MAX_TTL, TierPlan, TooManyTiers};
+pub use tiers::{HOLD_CAP, MAX_TIERS, MAX_TTL, TierPlan, TooManyTiers};
 
 /// The transport's kind, as in `[transport] kind`.
 pub const KIND: &str = "rabbitmq";

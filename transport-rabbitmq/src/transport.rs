@@ -49,7 +49,10 @@ pub(crate) struct Inner {
     pub(crate) names: Names,
     pub(crate) plan: TierPlan,
     ordered: bool,
-    link: tokio::sync::Mutex<Option<Arc<Link>>>,
+    /// The current link; read on every settle, written on reconnect.
+    link: std::sync::RwLock<Option<Arc<Link>>>,
+    /// Serialises reconnects.
+    reconnect: tokio::sync::Mutex<()>,
     generation: AtomicU64,
     consumer: tokio::sync::Mutex<Option<ConsumerState>>,
     declared: Mutex<HashSet<Duration>>,
@@ -104,7 +107,8 @@ impl RabbitTransport {
             names,
             plan,
             ordered,
-            link: tokio::sync::Mutex::new(Some(link)),
+            link: std::sync::RwLock::new(Some(link)),
+            reconnect: tokio::sync::Mutex::new(()),
             generation: AtomicU64::new(1),
             consumer: tokio::sync::Mutex::new(None),
             declared: Mutex::new(declared),
@@ -150,7 +154,8 @@ impl RabbitTransport {
     pub async fn close(&self) {
         self.inner.closed.store(true, AtomicOrdering::SeqCst);
         self.inner.close.notify_waiters();
-        if let Some(link) = self.inner.link.lock().await.take() {
+        let link = self.inner.link.write().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(link) = link {
             let close = link.connection.close(200, "closed by parkway".into());
             let _ = tokio::time::timeout(Duration::from_secs(5), close).await;
         }
@@ -171,25 +176,27 @@ impl RabbitTransport {
 }
 
 impl Inner {
+    fn current(&self) -> Option<Arc<Link>> {
+        let link = self.link.read().unwrap_or_else(|p| p.into_inner());
+        link.as_ref().filter(|l| l.is_alive()).cloned()
+    }
+
     /// The live link, reconnecting if the last one died.
     pub(crate) async fn link(&self) -> Result<Arc<Link>, TransportError> {
-        let mut guard = self.link.lock().await;
-        if let Some(link) = guard.as_ref() {
-            if link.is_alive() {
-                return Ok(link.clone());
-            }
+        if let Some(link) = self.current() {
+            return Ok(link);
+        }
+        let _one_at_a_time = self.reconnect.lock().await;
+        if let Some(link) = self.current() {
+            return Ok(link);
         }
         if self.closed.load(AtomicOrdering::SeqCst) {
-            return Err(TransportError::new(
-                KIND,
-                ErrorKind::Closed,
-                "transport closed",
-            ));
+            return Err(TransportError::new(KIND, ErrorKind::Closed, "transport closed"));
         }
         let generation = self.generation.fetch_add(1, AtomicOrdering::SeqCst) + 1;
         tracing::warn!(generation, "RabbitMQ connection lost; reconnecting");
         let link = Arc::new(Link::open(&self.config, generation).await?);
-        *guard = Some(link.clone());
+        *self.link.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
         Ok(link)
     }
 
@@ -445,7 +452,7 @@ impl Transport for RabbitTransport {
                 n.exchange, n.routing_key, n.queue
             ),
             format!(
-                "wait tiers ({}): {} — queue-level TTL, dead-lettered back to `{}`; rounding within max(25ms, 2%)",
+                "wait tiers ({}): {} — queue-level TTL, dead-lettered back to `{}`; a delay goes to the tier below it and the worker waits out the rest (≤ 1s), else the nearest tier (within 2%)",
                 tiers.len(),
                 if tiers.is_empty() {
                     "none".to_owned()

@@ -22,6 +22,7 @@ pub mod names {
     pub const LAST_FAILURE_AT: &str = "x-parkway-last-failure-at";
     pub const TOTAL_DELAY_MS: &str = "x-parkway-total-delay-ms";
     pub const LAST_DELAY_MS: &str = "x-parkway-last-delay-ms";
+    pub const DUE_AT: &str = "x-parkway-due-at";
     pub const CLASS: &str = "x-parkway-class";
     pub const REASON: &str = "x-parkway-reason";
     pub const MESSAGE_ID: &str = "x-parkway-message-id";
@@ -69,6 +70,7 @@ impl Envelope {
             LAST_DELAY_MS,
             self.last_delay.map(|d| d.as_millis().to_string()),
         );
+        w.put(DUE_AT, self.due_at.and_then(fmt_time));
         w.put(CLASS, self.class.map(|c| c.as_str().to_owned()));
         w.put(REASON, self.reason.as_ref().map(Reason::to_string));
         w.text(MESSAGE_ID, self.message_id.as_deref());
@@ -112,6 +114,7 @@ impl Envelope {
             last_failure_at: r.time(LAST_FAILURE_AT),
             total_delay: r.millis(TOTAL_DELAY_MS).unwrap_or_default(),
             last_delay: r.millis(LAST_DELAY_MS),
+            due_at: r.time(DUE_AT),
             class: r.parse(CLASS, |s| s.parse::<FailureClass>().ok()),
             reason: r.parse(REASON, |s| Reason::parse(s).ok()),
             last_error: r

@@ -61,6 +61,9 @@ pub struct Envelope {
     pub total_delay: Duration,
     /// The latest delay (decorrelated jitter grows from it).
     pub last_delay: Option<Duration>,
+    /// When the pending retry is due. A transport whose delays are tiered
+    /// may deliver a little early; the worker then waits for this time.
+    pub due_at: Option<SystemTime>,
     /// Class of the latest failure.
     pub class: Option<FailureClass>,
     /// Reason of the latest failure.
@@ -121,6 +124,7 @@ impl Envelope {
         self.last_error = Some(truncate(error, codec::MAX_DECODED_ERROR).to_owned());
         self.total_delay = state.total_delay.saturating_add(delay.unwrap_or_default());
         self.last_delay = delay.or(state.last_delay);
+        self.due_at = delay.map(|d| now + d);
     }
 
     /// Prepares a parked message for replay: a fresh budget, the history kept
@@ -142,6 +146,7 @@ impl Envelope {
         self.last_failure_at = None;
         self.total_delay = Duration::ZERO;
         self.last_delay = None;
+        self.due_at = None;
         self
     }
 

@@ -16,6 +16,7 @@ fn sample() -> Envelope {
         last_failure_at: Some(at(1_780_000_100)),
         total_delay: Duration::from_millis(7_000),
         last_delay: Some(Duration::from_millis(4_000)),
+        due_at: Some(at(1_780_000_104)),
         class: Some(FailureClass::Transient),
         reason: Some(Reason::from_static("DOWNSTREAM_TIMEOUT")),
         last_error: Some("DOWNSTREAM_TIMEOUT: read timed out".into()),
@@ -119,6 +120,7 @@ fn record_failure_counts_on_the_reconciled_state() {
     assert_eq!(env.attempts, 5);
     assert_eq!(env.first_failure_at, Some(now));
     assert_eq!(env.total_delay, Duration::from_secs(2));
+    assert_eq!(env.due_at, Some(now + Duration::from_secs(2)));
 }
 
 #[test]
@@ -151,6 +153,7 @@ prop_compose! {
             last_failure_at: first.map(at),
             total_delay: Duration::from_millis(delay_ms),
             last_delay: Some(Duration::from_millis(delay_ms / 2)),
+            due_at: first.map(at),
             class,
             reason: reason.and_then(|r| Reason::parse(&r).ok()),
             last_error: error,

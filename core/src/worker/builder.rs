@@ -23,6 +23,7 @@ pub struct WorkerBuilder<H> {
     limits: EnvelopeLimits,
     concurrency: usize,
     handler_timeout: Duration,
+    early_hold_limit: Duration,
     handler_version: Option<String>,
     observer: Option<super::Observer>,
 }
@@ -50,6 +51,7 @@ impl<H: Handler> WorkerBuilder<H> {
             limits: EnvelopeLimits::default(),
             concurrency: 16,
             handler_timeout: Duration::from_secs(30),
+            early_hold_limit: Duration::from_secs(2),
             handler_version: None,
             observer: None,
         }
@@ -125,6 +127,16 @@ impl<H: Handler> WorkerBuilder<H> {
         self
     }
 
+    /// A retry delivered before its due time (tiered delays round down)
+    /// waits in process for the rest, if that is at most this long
+    /// (default 2 s). Longer gaps (clock skew, a forged header) are not
+    /// waited for.
+    #[must_use]
+    pub fn early_hold_limit(mut self, d: Duration) -> Self {
+        self.early_hold_limit = d;
+        self
+    }
+
     /// Recorded in the envelope of failed messages.
     #[must_use]
     pub fn handler_version(mut self, v: impl Into<String>) -> Self {
@@ -179,6 +191,7 @@ impl<H: Handler> WorkerBuilder<H> {
                 dice: self.dice,
                 limits: self.limits,
                 handler_timeout: self.handler_timeout,
+                early_hold_limit: self.early_hold_limit,
                 handler_version: self.handler_version,
                 observer: self.observer,
                 counters: Counters::default(),

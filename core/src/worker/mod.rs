@@ -163,6 +163,7 @@ struct Ctx<H> {
     dice: Arc<dyn Dice>,
     limits: EnvelopeLimits,
     handler_timeout: Duration,
+    early_hold_limit: Duration,
     handler_version: Option<String>,
     observer: Option<Observer>,
     counters: Counters,

@@ -46,6 +46,7 @@ async fn lifecycle<H: Handler>(
     let policy = &named.policy;
     let mut envelope = Envelope::decode(&delivery.message.headers);
     let mut state = envelope.retry_state(delivery.broker_attempts, ctx.clock.now());
+    wait_until_due(ctx, &delivery, &envelope).await;
     loop {
         span.record("attempt", state.attempts.saturating_add(1));
         let started = Instant::now();
@@ -222,6 +223,17 @@ fn stamp<H>(ctx: &Ctx<H>, envelope: &mut Envelope, delivery: &Delivery) {
         .or_else(|| msg.message_type.clone());
     if ctx.handler_version.is_some() {
         envelope.handler_version.clone_from(&ctx.handler_version);
+    }
+}
+
+/// A retry that arrives early (tiered delays round down to a tier) waits
+/// here for the rest of its delay, within the worker's early-hold limit.
+async fn wait_until_due<H>(ctx: &Ctx<H>, delivery: &Delivery, envelope: &Envelope) {
+    let Some(due) = envelope.due_at else { return };
+    let Ok(wait) = due.duration_since(ctx.clock.now()) else { return };
+    if !wait.is_zero() && wait <= ctx.early_hold_limit {
+        hold(ctx, delivery, wait).await;
+        tokio::time::sleep(wait).await;
     }
 }
 

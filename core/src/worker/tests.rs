@@ -295,3 +295,32 @@ async fn ordered_lanes_follow_receive_order_under_concurrency() {
         assert_eq!(lane.len(), 200);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_early_retry_waits_for_its_due_time_but_a_forged_one_does_not() {
+    let clock = crate::TokioClock::new();
+    let t = MemoryTransport::new("orders");
+    let due = |d: Duration| {
+        let env = Envelope {
+            due_at: Some(crate::Clock::now(&clock) + d),
+            ..Envelope::default()
+        };
+        let mut m = msg(if d < Duration::from_secs(60) { "early" } else { "forged" }, "ok");
+        env.encode(&mut m.headers, &crate::EnvelopeLimits::default());
+        m
+    };
+    t.publish(due(Duration::from_millis(500)));
+    t.publish(due(Duration::from_secs(3600)));
+    let h = Scripted::default();
+    let start = tokio::time::Instant::now();
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
+        .clock(Arc::new(clock))
+        .build()
+        .unwrap();
+    let idle = t.clone();
+    worker.run(async move { idle.idle().await }).await.unwrap();
+    let order = h.order.lock().unwrap().clone();
+    assert_eq!(order, ["forged", "early"], "the forged due time is ignored");
+    assert!(start.elapsed() >= Duration::from_millis(500));
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
