@@ -203,7 +203,6 @@ mod tests {
             let plan = TierPlan::for_policies([&p]).unwrap();
             prop_assume!(n < attempts);
             let d = p.backoff().delay(n, None, roll);
-            let goal = Duration::from_millis(25).max(d.mul_f64(0.02));
             match plan.tier_for(d) {
                 // Rounded down: the worker waits out the rest (≤ HOLD_CAP).
                 Some(t) if t <= d && d - t <= HOLD_CAP => {}
