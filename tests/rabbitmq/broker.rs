@@ -9,7 +9,7 @@ use lapin::{
     options::{BasicConsumeOptions, BasicGetOptions, BasicNackOptions},
     types::FieldTable,
 };
-use parkway::{Backoff, OnExhausted, Ordering, RetryPolicy, WorkerError};
+use parkway::{Backoff, OnExhausted, Ordering, RetryPolicy, Transport, WorkerError};
 use parkway_rabbitmq::QueueType;
 
 use crate::conformance::harness::{WITHIN, eventually};
@@ -128,4 +128,37 @@ async fn halt_stops_the_ordered_consumer_and_keeps_the_message() {
     assert_eq!(ids, ["stuck", "behind"]);
     let _ = conn.close(200, "done".into()).await;
     q.publisher.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_config_file_chooses_rabbitmq() {
+    let queue = format!("pw-test-{:08x}", fastrand::u32(..));
+    let text = format!(
+        r#"
+        [transport]
+        kind = "rabbitmq"
+        url = "{}"
+        queue = "{queue}"
+        queue_type = "quorum"
+        prefetch = 8
+
+        [policies.orders]
+        max_attempts = 3
+        backoff = {{ kind = "fixed", delay = "250ms" }}
+        "#,
+        crate::url()
+    );
+    let config = parkway::config::Config::from_toml(&text).unwrap();
+    let transport = parkway::connect(&config).await.unwrap();
+    assert_eq!(transport.kind(), "rabbitmq");
+    let plan = transport.describe().join("\n");
+    assert!(plan.contains(&format!("queue `{queue}`")), "{plan}");
+    assert!(plan.contains("250ms"), "{plan}");
+    assert!(!plan.contains("guest:guest"), "the password never shows: {plan}");
+    // Clean up through the concrete transport.
+    let mut settings = parkway_rabbitmq::RabbitConfig::new(crate::url(), queue);
+    settings.queue_type = QueueType::Quorum;
+    let p = RetryPolicy::builder().max_attempts(3).backoff(Backoff::fixed(Duration::from_millis(250))).build().unwrap();
+    let t = parkway_rabbitmq::RabbitTransport::connect(settings, [&p]).await.unwrap();
+    t.delete_topology().await.unwrap();
 }
