@@ -1,0 +1,27 @@
+//! # parkway-kafka
+//!
+//! Parkway's Kafka transport, on rdkafka (bundled librdkafka).
+//!
+//! - **Retry topics** (unordered policies): a retry is produced to the tier
+//!   topic of its delay (`<topic>.retry.1s`, `.10s`, `.1m`, …) with its
+//!   envelope and exact due time; the source offset is committed only after
+//!   the delivery report. Retry records are held until due by the consumer —
+//!   never by sleeping in the poll loop — while other partitions flow.
+//! - **Pause-partition mode** (ordered policies, for ledgers): one record in
+//!   flight per partition; a failure is retried in place and nothing behind
+//!   it in that partition runs, while other partitions continue.
+//! - **Offsets**: only the contiguous prefix of finished records is
+//!   committed per partition; revoked partitions drop their in-flight state.
+//! - **Dead-letter topic** as the parking lot, reading Spring Kafka's
+//!   `kafka_dlt-*` headers too; redrive remembers what it replayed in a
+//!   compacted topic, so running it twice never replays a record twice.
+
+mod config;
+mod headers;
+mod tiers;
+
+pub use config::{KafkaConfig, TopologyMode};
+pub use tiers::{MAX_DELAY, TierPlan};
+
+/// The transport's kind, as in `[transport] kind`.
+pub const KIND: &str = "kafka";
