@@ -6,7 +6,7 @@
 //!
 //! This facade re-exports [`parkway_core`] and turns a config file's
 //! `[transport]` table into a transport with [`connect`]. Broker transports
-//! are cargo features: `rabbitmq`.
+//! are cargo features: `rabbitmq`, `kafka`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,12 +28,19 @@ pub use parkway_core::*;
 #[cfg(feature = "rabbitmq")]
 pub use parkway_rabbitmq as rabbitmq;
 
+#[cfg(feature = "kafka")]
+pub use parkway_kafka as kafka;
+
 use std::sync::Arc;
 
 use parkway_core::{config::Config, memory::MemoryTransport};
 
 /// Every transport kind Parkway knows, and the cargo feature that builds it.
-pub const KINDS: &[(&str, Option<&str>)] = &[("memory", None), ("rabbitmq", Some("rabbitmq"))];
+pub const KINDS: &[(&str, Option<&str>)] = &[
+    ("memory", None),
+    ("rabbitmq", Some("rabbitmq")),
+    ("kafka", Some("kafka")),
+];
 
 /// Why [`connect`] could not produce a transport.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +79,8 @@ pub enum ConnectError {
 /// for the config's policies.
 ///
 /// `memory` reads one optional setting, `queue` (default `"parkway"`);
-/// `rabbitmq` reads [`rabbitmq::RabbitConfig`](../parkway_rabbitmq/struct.RabbitConfig.html).
+/// `rabbitmq` reads `parkway_rabbitmq::RabbitConfig`, `kafka` reads
+/// `parkway_kafka::KafkaConfig`.
 pub async fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError> {
     let t = &config.transport;
     match t.kind.as_str() {
@@ -82,6 +90,13 @@ pub async fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError
             let settings = parkway_rabbitmq::RabbitConfig::from_settings(&t.settings)?;
             let policies: Vec<&RetryPolicy> = config.router.policies().map(|p| &p.policy).collect();
             let transport = parkway_rabbitmq::RabbitTransport::connect(settings, policies).await?;
+            Ok(Arc::new(transport))
+        }
+        #[cfg(feature = "kafka")]
+        "kafka" => {
+            let settings = parkway_kafka::KafkaConfig::from_settings(&t.settings)?;
+            let policies: Vec<&RetryPolicy> = config.router.policies().map(|p| &p.policy).collect();
+            let transport = parkway_kafka::KafkaTransport::connect(settings, policies).await?;
             Ok(Arc::new(transport))
         }
         other => match KINDS.iter().find(|k| k.0 == other) {

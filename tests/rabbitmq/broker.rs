@@ -9,7 +9,7 @@ use lapin::{
     options::{BasicConsumeOptions, BasicGetOptions, BasicNackOptions},
     types::FieldTable,
 };
-use parkway::{Backoff, OnExhausted, Ordering, RetryPolicy, Transport, WorkerError};
+use parkway::{Backoff, OnExhausted, Ordering, RetryPolicy, WorkerError};
 use parkway_rabbitmq::QueueType;
 
 use crate::conformance::harness::{WITHIN, eventually};
@@ -154,11 +154,20 @@ async fn the_config_file_chooses_rabbitmq() {
     let plan = transport.describe().join("\n");
     assert!(plan.contains(&format!("queue `{queue}`")), "{plan}");
     assert!(plan.contains("250ms"), "{plan}");
-    assert!(!plan.contains("guest:guest"), "the password never shows: {plan}");
+    assert!(
+        !plan.contains("guest:guest"),
+        "the password never shows: {plan}"
+    );
     // Clean up through the concrete transport.
     let mut settings = parkway_rabbitmq::RabbitConfig::new(crate::url(), queue);
     settings.queue_type = QueueType::Quorum;
-    let p = RetryPolicy::builder().max_attempts(3).backoff(Backoff::fixed(Duration::from_millis(250))).build().unwrap();
-    let t = parkway_rabbitmq::RabbitTransport::connect(settings, [&p]).await.unwrap();
+    let p = RetryPolicy::builder()
+        .max_attempts(3)
+        .backoff(Backoff::fixed(Duration::from_millis(250)))
+        .build()
+        .unwrap();
+    let t = parkway_rabbitmq::RabbitTransport::connect(settings, [&p])
+        .await
+        .unwrap();
     t.delete_topology().await.unwrap();
 }

@@ -88,7 +88,11 @@ const RESERVED: &[&str] = &[
 
 impl KafkaConfig {
     /// Settings for a broker, group and topic; everything else default.
-    pub fn new(bootstrap: impl Into<String>, group: impl Into<String>, topic: impl Into<String>) -> Self {
+    pub fn new(
+        bootstrap: impl Into<String>,
+        group: impl Into<String>,
+        topic: impl Into<String>,
+    ) -> Self {
         KafkaConfig {
             bootstrap_servers: bootstrap.into(),
             group_id: group.into(),
@@ -104,11 +108,13 @@ impl KafkaConfig {
 
     /// Reads and validates the `[transport]` table's settings.
     pub fn from_settings(settings: &toml::Table) -> Result<Self, TransportError> {
-        let config: KafkaConfig = serde_path_to_error::deserialize(toml::Value::Table(settings.clone()))
-            .map_err(|e| {
-                let path = e.path().to_string();
-                config_error(&path, e.into_inner())
-            })?;
+        let config: KafkaConfig = serde_path_to_error::deserialize(toml::Value::Table(
+            settings.clone(),
+        ))
+        .map_err(|e| {
+            let path = e.path().to_string();
+            config_error(&path, e.into_inner())
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -116,7 +122,10 @@ impl KafkaConfig {
     /// Checks the settings hang together.
     pub fn validate(&self) -> Result<(), TransportError> {
         if self.bootstrap_servers.trim().is_empty() {
-            return Err(config_error("bootstrap_servers", "must name at least one broker"));
+            return Err(config_error(
+                "bootstrap_servers",
+                "must name at least one broker",
+            ));
         }
         if self.group_id.trim().is_empty() {
             return Err(config_error("group_id", "must not be empty"));
@@ -129,16 +138,24 @@ impl KafkaConfig {
             if let Some(n) = name {
                 let ok = !n.is_empty()
                     && n.len() <= 200
-                    && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+                    && n.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
                 if !ok {
-                    return Err(config_error(field, "must be 1–200 characters of a-z A-Z 0-9 . _ -"));
+                    return Err(config_error(
+                        field,
+                        "must be 1–200 characters of a-z A-Z 0-9 . _ -",
+                    ));
                 }
             }
         }
         if self.buffer_per_partition == 0 {
             return Err(config_error("buffer_per_partition", "must be at least 1"));
         }
-        if let Some(k) = self.librdkafka.keys().find(|k| RESERVED.contains(&k.as_str())) {
+        if let Some(k) = self
+            .librdkafka
+            .keys()
+            .find(|k| RESERVED.contains(&k.as_str()))
+        {
             return Err(config_error(
                 &format!("librdkafka.{k}"),
                 "is set by Parkway (offsets are committed only past finished records)",
@@ -199,7 +216,10 @@ mod tests {
         let e = |x| parse(x).unwrap_err().to_string();
         assert!(e("topic2 = 1").contains("topic2"));
         assert!(e("buffer_per_partition = 0").contains("transport.buffer_per_partition"));
-        assert!(e("[librdkafka]\n\"enable.auto.commit\" = \"true\"").contains("librdkafka.enable.auto.commit"));
+        assert!(
+            e("[librdkafka]\n\"enable.auto.commit\" = \"true\"")
+                .contains("librdkafka.enable.auto.commit")
+        );
         assert!(e("dead_letter_topic = \"has space\"").contains("transport.dead_letter_topic"));
         assert!(parse("[librdkafka]\n\"fetch.wait.max.ms\" = \"50\"").is_ok());
     }

@@ -55,7 +55,10 @@ pub(crate) fn from_headers(headers: &Headers) -> OwnedHeaders {
 }
 
 fn raw<'a>(h: &'a OwnedHeaders, key: &str) -> Option<&'a [u8]> {
-    h.iter().filter(|x| x.key == key).filter_map(|x| x.value).last()
+    h.iter()
+        .filter(|x| x.key == key)
+        .filter_map(|x| x.value)
+        .last()
 }
 
 /// Spring writes numbers big-endian; some tools write them as text.
@@ -72,7 +75,8 @@ fn int(bytes: &[u8]) -> Option<i64> {
 /// so it can be browsed, filtered and redriven like ours.
 pub(crate) fn understand_spring(env: &mut Envelope, h: Option<&OwnedHeaders>) {
     let Some(h) = h else { return };
-    let Some(topic) = raw(h, "kafka_dlt-original-topic").and_then(|v| std::str::from_utf8(v).ok()) else {
+    let Some(topic) = raw(h, "kafka_dlt-original-topic").and_then(|v| std::str::from_utf8(v).ok())
+    else {
         return;
     };
     if env.origin.queue.is_none() {
@@ -81,15 +85,16 @@ pub(crate) fn understand_spring(env: &mut Envelope, h: Option<&OwnedHeaders>) {
             .and_then(int)
             .and_then(|p| i32::try_from(p).ok())
             .filter(|p| *p >= 0);
-        env.origin.offset = raw(h, "kafka_dlt-original-offset").and_then(int).filter(|o| *o >= 0);
+        env.origin.offset = raw(h, "kafka_dlt-original-offset")
+            .and_then(int)
+            .filter(|o| *o >= 0);
     }
     if env.reason.is_none() {
         let fqcn = raw(h, "kafka_dlt-exception-fqcn")
             .and_then(|v| std::str::from_utf8(v).ok())
             .unwrap_or("SPRING_DLT");
         env.reason = Some(
-            Reason::parse(fqcn)
-                .unwrap_or_else(|_| Reason::from_static("SPRING_DLT").sanitized()),
+            Reason::parse(fqcn).unwrap_or_else(|_| Reason::from_static("SPRING_DLT").sanitized()),
         );
         env.class.get_or_insert(FailureClass::Unknown);
         env.attempts = env.attempts.max(1);
@@ -116,11 +121,26 @@ mod tests {
 
     fn spring() -> OwnedHeaders {
         OwnedHeaders::new()
-            .insert(Header { key: "kafka_dlt-original-topic", value: Some("payments".as_bytes()) })
-            .insert(Header { key: "kafka_dlt-original-partition", value: Some(&2i32.to_be_bytes()[..]) })
-            .insert(Header { key: "kafka_dlt-original-offset", value: Some(&41i64.to_be_bytes()[..]) })
-            .insert(Header { key: "kafka_dlt-exception-fqcn", value: Some("java.lang.IllegalStateException".as_bytes()) })
-            .insert(Header { key: "kafka_dlt-exception-message", value: Some("balance below zero".as_bytes()) })
+            .insert(Header {
+                key: "kafka_dlt-original-topic",
+                value: Some("payments".as_bytes()),
+            })
+            .insert(Header {
+                key: "kafka_dlt-original-partition",
+                value: Some(&2i32.to_be_bytes()[..]),
+            })
+            .insert(Header {
+                key: "kafka_dlt-original-offset",
+                value: Some(&41i64.to_be_bytes()[..]),
+            })
+            .insert(Header {
+                key: "kafka_dlt-exception-fqcn",
+                value: Some("java.lang.IllegalStateException".as_bytes()),
+            })
+            .insert(Header {
+                key: "kafka_dlt-exception-message",
+                value: Some("balance below zero".as_bytes()),
+            })
     }
 
     #[test]
@@ -131,15 +151,24 @@ mod tests {
         assert_eq!(env.origin.queue.as_deref(), Some("payments"));
         assert_eq!(env.origin.partition, Some(2));
         assert_eq!(env.origin.offset, Some(41));
-        assert_eq!(env.reason.unwrap().as_str(), "java.lang.IllegalStateException");
+        assert_eq!(
+            env.reason.unwrap().as_str(),
+            "java.lang.IllegalStateException"
+        );
         assert_eq!(env.last_error.as_deref(), Some("balance below zero"));
     }
 
     #[test]
     fn copies_keep_foreign_bytes_and_replace_the_envelope() {
         let original = OwnedHeaders::new()
-            .insert(Header { key: "binary", value: Some(&[0u8, 159, 146, 150][..]) })
-            .insert(Header { key: names::ATTEMPT, value: Some("9".as_bytes()) });
+            .insert(Header {
+                key: "binary",
+                value: Some(&[0u8, 159, 146, 150][..]),
+            })
+            .insert(Header {
+                key: names::ATTEMPT,
+                value: Some("9".as_bytes()),
+            });
         let mut h = Headers::new();
         h.insert(names::ATTEMPT, "2");
         let copy = for_copy(Some(&original), &h);

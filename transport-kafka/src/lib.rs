@@ -16,12 +16,18 @@
 //!   `kafka_dlt-*` headers too; redrive remembers what it replayed in a
 //!   compacted topic, so running it twice never replays a record twice.
 
+mod admin;
 mod config;
 mod headers;
+mod parking;
 mod tiers;
+mod transport;
 
+pub use admin::create_topic;
 pub use config::{KafkaConfig, TopologyMode};
 pub use tiers::{MAX_DELAY, TierPlan};
+pub use transport::{CORRELATION_ID, KafkaTransport, MESSAGE_ID, MESSAGE_TYPE};
 
 /// The transport's kind, as in `[transport] kind`.
 pub const KIND: &str = "kafka";
+mod state;

@@ -41,7 +41,10 @@ impl TierPlan {
         let tiers = match longest {
             None => Vec::new(),
             Some(l) => {
-                let upto = TIERS.iter().position(|(b, _)| *b >= l).unwrap_or(TIERS.len() - 1);
+                let upto = TIERS
+                    .iter()
+                    .position(|(b, _)| *b >= l)
+                    .unwrap_or(TIERS.len() - 1);
                 TIERS[..=upto].to_vec()
             }
         };
@@ -81,6 +84,9 @@ mod tests {
         assert_eq!(plan.tier_for(Duration::from_millis(300)), Some("1s"));
         assert_eq!(plan.tier_for(Duration::from_secs(45)), Some("1m"));
         let once = RetryPolicy::builder().max_attempts(1).build().unwrap();
-        assert_eq!(TierPlan::for_policies([&once]).tier_for(Duration::from_secs(1)), None);
+        assert_eq!(
+            TierPlan::for_policies([&once]).tier_for(Duration::from_secs(1)),
+            None
+        );
     }
 }

@@ -154,7 +154,12 @@ impl RabbitTransport {
     pub async fn close(&self) {
         self.inner.closed.store(true, AtomicOrdering::SeqCst);
         self.inner.close.notify_waiters();
-        let link = self.inner.link.write().unwrap_or_else(|p| p.into_inner()).take();
+        let link = self
+            .inner
+            .link
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(link) = link {
             let close = link.connection.close(200, "closed by parkway".into());
             let _ = tokio::time::timeout(Duration::from_secs(5), close).await;
@@ -191,7 +196,11 @@ impl Inner {
             return Ok(link);
         }
         if self.closed.load(AtomicOrdering::SeqCst) {
-            return Err(TransportError::new(KIND, ErrorKind::Closed, "transport closed"));
+            return Err(TransportError::new(
+                KIND,
+                ErrorKind::Closed,
+                "transport closed",
+            ));
         }
         let generation = self.generation.fetch_add(1, AtomicOrdering::SeqCst) + 1;
         tracing::warn!(generation, "RabbitMQ connection lost; reconnecting");

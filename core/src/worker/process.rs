@@ -230,7 +230,9 @@ fn stamp<H>(ctx: &Ctx<H>, envelope: &mut Envelope, delivery: &Delivery) {
 /// here for the rest of its delay, within the worker's early-hold limit.
 async fn wait_until_due<H>(ctx: &Ctx<H>, delivery: &Delivery, envelope: &Envelope) {
     let Some(due) = envelope.due_at else { return };
-    let Ok(wait) = due.duration_since(ctx.clock.now()) else { return };
+    let Ok(wait) = due.duration_since(ctx.clock.now()) else {
+        return;
+    };
     if !wait.is_zero() && wait <= ctx.early_hold_limit {
         hold(ctx, delivery, wait).await;
         tokio::time::sleep(wait).await;

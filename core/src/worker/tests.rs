@@ -305,7 +305,14 @@ async fn an_early_retry_waits_for_its_due_time_but_a_forged_one_does_not() {
             due_at: Some(crate::Clock::now(&clock) + d),
             ..Envelope::default()
         };
-        let mut m = msg(if d < Duration::from_secs(60) { "early" } else { "forged" }, "ok");
+        let mut m = msg(
+            if d < Duration::from_secs(60) {
+                "early"
+            } else {
+                "forged"
+            },
+            "ok",
+        );
         env.encode(&mut m.headers, &crate::EnvelopeLimits::default());
         m
     };

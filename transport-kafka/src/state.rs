@@ -1,0 +1,239 @@
+//! Per-partition bookkeeping: what was fetched, what is in flight, and how
+//! far the committed offset may move.
+//!
+//! The rule this file exists for: **only the contiguous prefix of finished
+//! records is committed.** A record that failed, is being retried in place,
+//! or is still in the handler holds the commit back, so a crash or a
+//! rebalance redelivers it instead of skipping it.
+
+use std::collections::{HashMap, VecDeque};
+
+use rdkafka::message::OwnedHeaders;
+use tokio::time::Instant;
+
+/// A fetched record, not yet handed out.
+#[derive(Debug, Clone)]
+pub(crate) struct Record {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) headers: Option<OwnedHeaders>,
+    /// Retry records: when they may run.
+    pub(crate) due: Option<Instant>,
+}
+
+/// One assigned partition.
+#[derive(Debug)]
+pub(crate) struct Partition {
+    pub(crate) epoch: u64,
+    /// A retry-tier partition (records wait for their due time) rather than
+    /// a source partition.
+    pub(crate) tier: bool,
+    buffer: VecDeque<Record>,
+    /// Fetched offsets in order, with whether each is finished.
+    order: VecDeque<(i64, bool)>,
+    in_flight: usize,
+    pub(crate) paused: bool,
+}
+
+impl Partition {
+    pub(crate) fn new(epoch: u64, tier: bool) -> Self {
+        Partition {
+            epoch,
+            tier,
+            buffer: VecDeque::new(),
+            order: VecDeque::new(),
+            in_flight: 0,
+            paused: false,
+        }
+    }
+
+    pub(crate) fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    pub(crate) fn fetched(&mut self, r: Record) {
+        // A re-fetch after a seek may repeat offsets: track each once.
+        if self.order.iter().all(|(o, _)| *o != r.offset) {
+            self.order.push_back((r.offset, false));
+            self.buffer.push_back(r);
+        }
+    }
+
+    /// The next record that may run now: the head of a source partition (in
+    /// ordered mode only when nothing else from it is in flight), or any due
+    /// record of a tier partition.
+    pub(crate) fn take(&mut self, now: Instant, ordered: bool) -> Option<Record> {
+        let i = if self.tier {
+            self.buffer
+                .iter()
+                .position(|r| r.due.is_none_or(|d| d <= now))?
+        } else {
+            if ordered && self.in_flight > 0 {
+                return None;
+            }
+            if self.buffer.is_empty() {
+                return None;
+            }
+            0
+        };
+        let r = self.buffer.remove(i)?;
+        self.in_flight += 1;
+        Some(r)
+    }
+
+    /// The earliest due time of a waiting retry record.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        if !self.tier {
+            return None;
+        }
+        self.buffer.iter().filter_map(|r| r.due).min()
+    }
+
+    /// Marks a record finished; returns the offset to commit if the
+    /// finished prefix grew.
+    pub(crate) fn finish(&mut self, offset: i64) -> Option<i64> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(e) = self.order.iter_mut().find(|(o, _)| *o == offset) {
+            e.1 = true;
+        }
+        let mut last = None;
+        while let Some((o, true)) = self.order.front().copied() {
+            last = Some(o);
+            self.order.pop_front();
+        }
+        last.map(|o| o + 1)
+    }
+
+    /// Puts an unfinished record back where it was.
+    pub(crate) fn release(&mut self, r: Record) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let at = self
+            .buffer
+            .iter()
+            .position(|b| b.offset > r.offset)
+            .unwrap_or(self.buffer.len());
+        self.buffer.insert(at, r);
+    }
+}
+
+/// Every assigned partition.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) parts: HashMap<(String, i32), Partition>,
+    next_epoch: u64,
+    /// Round-robin start, so no partition starves the others.
+    cursor: usize,
+}
+
+impl State {
+    pub(crate) fn assign(&mut self, topic: &str, partition: i32, tier: bool) {
+        self.next_epoch += 1;
+        self.parts.insert(
+            (topic.to_owned(), partition),
+            Partition::new(self.next_epoch, tier),
+        );
+    }
+
+    pub(crate) fn revoke(&mut self, topic: &str, partition: i32) -> Option<Partition> {
+        self.parts.remove(&(topic.to_owned(), partition))
+    }
+
+    /// The next runnable record across partitions, round-robin.
+    pub(crate) fn take(&mut self, now: Instant, ordered: bool) -> Option<(Record, u64)> {
+        let n = self.parts.len();
+        if n == 0 {
+            return None;
+        }
+        let mut keys: Vec<_> = self.parts.keys().cloned().collect();
+        keys.sort();
+        for i in 0..n {
+            let key = &keys[(self.cursor + i) % n];
+            if let Some(p) = self.parts.get_mut(key) {
+                if let Some(r) = p.take(now, ordered) {
+                    self.cursor = (self.cursor + i + 1) % n;
+                    return Some((r, p.epoch));
+                }
+            }
+        }
+        None
+    }
+
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.parts.values().filter_map(Partition::next_due).min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn rec(offset: i64, due: Option<Instant>) -> Record {
+        Record {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            key: None,
+            payload: vec![],
+            headers: None,
+            due,
+        }
+    }
+
+    #[test]
+    fn commits_only_the_finished_prefix() {
+        let mut p = Partition::new(1, false);
+        for o in 10..14 {
+            p.fetched(rec(o, None));
+        }
+        let now = Instant::now();
+        let taken: Vec<_> = (0..4)
+            .filter_map(|_| p.take(now, false))
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(taken, [10, 11, 12, 13]);
+        assert_eq!(p.finish(11), None, "10 is unfinished: nothing to commit");
+        assert_eq!(p.finish(13), None);
+        assert_eq!(p.finish(10), Some(12), "10 and 11 done: commit 12");
+        assert_eq!(p.finish(12), Some(14));
+    }
+
+    #[test]
+    fn ordered_partitions_run_one_at_a_time() {
+        let mut p = Partition::new(1, false);
+        p.fetched(rec(0, None));
+        p.fetched(rec(1, None));
+        let now = Instant::now();
+        let first = p.take(now, true).unwrap();
+        assert!(
+            p.take(now, true).is_none(),
+            "nothing behind the in-flight record"
+        );
+        p.release(first);
+        assert_eq!(
+            p.take(now, true).unwrap().offset,
+            0,
+            "released back at the head"
+        );
+    }
+
+    #[test]
+    fn retry_records_wait_for_their_due_time_out_of_order() {
+        let now = Instant::now();
+        let mut p = Partition::new(1, true);
+        p.fetched(rec(0, Some(now + Duration::from_secs(5))));
+        p.fetched(rec(1, Some(now + Duration::from_secs(1))));
+        assert!(p.take(now, false).is_none());
+        assert_eq!(p.next_due(), Some(now + Duration::from_secs(1)));
+        let r = p.take(now + Duration::from_secs(1), false).unwrap();
+        assert_eq!(
+            r.offset, 1,
+            "a later record due sooner is not stuck behind the head"
+        );
+        assert_eq!(p.finish(1), None, "but offset 0 still holds the commit");
+    }
+}

@@ -1,0 +1,575 @@
+//! [`KafkaTransport`]: the consumer pump, receive and settle.
+
+use std::{
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering as AtomicOrdering},
+    },
+    time::{Duration, SystemTime},
+};
+
+use async_trait::async_trait;
+use parkway_core::{
+    Capabilities, DelayMode, Delivery, Envelope, ErrorKind, Message, Ordering, Origin, ParkingLot,
+    RetryPolicy, Settle, Transport, TransportError, Unsettled, envelope::names,
+};
+use rdkafka::{
+    ClientContext, Offset, TopicPartitionList,
+    consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer},
+    message::{Headers as _, Message as _, OwnedHeaders},
+    producer::{FutureProducer, FutureRecord},
+};
+use tokio::{sync::Notify, task::JoinHandle, time::Instant};
+
+use crate::{
+    KIND, KafkaConfig, TierPlan, admin,
+    headers::{for_copy, from_headers, to_headers},
+    parking::KafkaParkingLot,
+    state::{Record, State},
+};
+
+/// What a delivery carries back to `settle`.
+#[derive(Debug)]
+pub(crate) struct Token {
+    record: Record,
+    epoch: u64,
+}
+
+/// Rebalance callbacks: revoked partitions drop their in-flight state,
+/// assigned ones start clean.
+pub(crate) struct Ctx {
+    state: Arc<Mutex<State>>,
+    ready: Arc<Notify>,
+    source: String,
+}
+
+impl ClientContext for Ctx {}
+
+impl ConsumerContext for Ctx {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let mut s = lock(&self.state);
+            for e in tpl.elements() {
+                s.revoke(e.topic(), e.partition());
+            }
+            tracing::info!(partitions = tpl.count(), "partitions revoked");
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(tpl) = rebalance {
+            let mut s = lock(&self.state);
+            for e in tpl.elements() {
+                s.assign(e.topic(), e.partition(), e.topic() != self.source);
+            }
+            tracing::info!(partitions = tpl.count(), "partitions assigned");
+            self.ready.notify_waiters();
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: KafkaConfig,
+    pub(crate) plan: TierPlan,
+    ordered: bool,
+    consumer: Arc<StreamConsumer<Ctx>>,
+    pub(crate) producer: FutureProducer,
+    state: Arc<Mutex<State>>,
+    ready: Arc<Notify>,
+    closed: AtomicBool,
+    pump: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The Kafka transport of one source topic.
+///
+/// Cheap to clone: clones share the consumer and producer.
+#[derive(Clone)]
+pub struct KafkaTransport {
+    pub(crate) inner: Arc<Inner>,
+    lot: KafkaParkingLot,
+}
+
+impl std::fmt::Debug for KafkaTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaTransport")
+            .field("config", &self.inner.config)
+            .field("ordered", &self.inner.ordered)
+            .finish_non_exhaustive()
+    }
+}
+
+fn kafka_error(doing: &str, e: impl std::error::Error + Send + Sync + 'static) -> TransportError {
+    TransportError::new(KIND, ErrorKind::Disconnected, format!("could not {doing}")).with_source(e)
+}
+
+impl KafkaTransport {
+    /// Connects, creates (or verifies) the retry, dead-letter and replay
+    /// topics for `policies`, and joins the consumer group.
+    pub async fn connect<'a>(
+        config: KafkaConfig,
+        policies: impl IntoIterator<Item = &'a RetryPolicy>,
+    ) -> Result<Self, TransportError> {
+        config.validate()?;
+        let policies: Vec<&RetryPolicy> = policies.into_iter().collect();
+        let plan = TierPlan::for_policies(policies.iter().copied());
+        let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
+        let producer: FutureProducer = admin::client_config(&config)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .create()
+            .map_err(|e| kafka_error("create the producer", e))?;
+        admin::ensure(&config, &plan, &producer).await?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let ready = Arc::new(Notify::new());
+        let ctx = Ctx {
+            state: state.clone(),
+            ready: ready.clone(),
+            source: config.topic.clone(),
+        };
+        let consumer: StreamConsumer<Ctx> = admin::client_config(&config)
+            .set("group.id", &config.group_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .create_with_context(ctx)
+            .map_err(|e| kafka_error("create the consumer", e))?;
+        let mut topics = vec![config.topic.clone()];
+        topics.extend(plan.labels().map(|l| config.tier_topic(l)));
+        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        consumer
+            .subscribe(&refs)
+            .map_err(|e| kafka_error("subscribe", e))?;
+        let inner = Arc::new(Inner {
+            config,
+            plan,
+            ordered,
+            consumer: Arc::new(consumer),
+            producer,
+            state,
+            ready,
+            closed: AtomicBool::new(false),
+            pump: Mutex::new(None),
+        });
+        let pump = tokio::spawn(pump(inner.clone()));
+        *inner.pump.lock().unwrap_or_else(|p| p.into_inner()) = Some(pump);
+        Ok(KafkaTransport {
+            lot: KafkaParkingLot::new(inner.clone()),
+            inner,
+        })
+    }
+
+    /// Produces a new message to the source topic (the producer side).
+    pub async fn publish(&self, msg: &Message) -> Result<(), TransportError> {
+        let mut headers = msg.headers.clone();
+        if let Some(id) = &msg.id {
+            headers.insert(MESSAGE_ID, id.as_str());
+        }
+        if let Some(c) = &msg.correlation_id {
+            headers.insert(CORRELATION_ID, c.as_str());
+        }
+        if let Some(t) = &msg.message_type {
+            headers.insert(MESSAGE_TYPE, t.as_str());
+        }
+        let key = msg.key.as_ref().map(|k| k.as_bytes().to_vec());
+        self.inner
+            .produce(
+                &self.inner.config.topic,
+                None,
+                key.as_deref(),
+                &msg.body,
+                from_headers(&headers),
+            )
+            .await
+    }
+
+    /// Leaves the group and stops fetching; `receive` returns `Ok(None)`.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, AtomicOrdering::SeqCst);
+        self.inner.ready.notify_waiters();
+        if let Some(p) = self
+            .inner
+            .pump
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            p.abort();
+        }
+        self.inner.consumer.unsubscribe();
+    }
+
+    /// Deletes the retry, dead-letter and replay topics (and the source
+    /// topic if `source_too`), for tests and teardown.
+    pub async fn delete_topics(&self, source_too: bool) -> Result<(), TransportError> {
+        admin::delete(&self.inner.config, &self.inner.plan, source_too).await
+    }
+}
+
+/// Plain headers carrying a message's identity on Kafka (Kafka has no
+/// message properties).
+pub const MESSAGE_ID: &str = "message-id";
+/// See [`MESSAGE_ID`].
+pub const CORRELATION_ID: &str = "correlation-id";
+/// See [`MESSAGE_ID`].
+pub const MESSAGE_TYPE: &str = "message-type";
+
+/// Moves fetched records into the partition buffers; never sleeps on a
+/// record, pauses a partition only when its buffer is full.
+async fn pump(inner: Arc<Inner>) {
+    loop {
+        let record = match inner.consumer.recv().await {
+            Ok(m) => {
+                let headers = m.headers().map(|h| h.detach());
+                let due = headers.as_ref().and_then(due_instant);
+                Record {
+                    topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    key: m.key().map(<[u8]>::to_vec),
+                    payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
+                    headers,
+                    due,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "kafka consumer error");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (topic, partition) = (record.topic.clone(), record.partition);
+        let pause = {
+            let mut s = lock(&inner.state);
+            match s.parts.get_mut(&(topic.clone(), partition)) {
+                Some(p) => {
+                    p.fetched(record);
+                    let full = p.buffered() >= inner.config.buffer_per_partition && !p.paused;
+                    if full {
+                        p.paused = true;
+                    }
+                    full
+                }
+                None => false,
+            }
+        };
+        if pause {
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition(&topic, partition);
+            if let Err(e) = inner.consumer.pause(&tpl) {
+                tracing::warn!(error = %e, %topic, partition, "could not pause a full partition");
+            }
+        }
+        inner.ready.notify_one();
+    }
+}
+
+/// The due time of a retry record as a monotonic instant.
+fn due_instant(h: &OwnedHeaders) -> Option<Instant> {
+    let raw = h
+        .iter()
+        .filter(|x| x.key == names::DUE_AT)
+        .filter_map(|x| x.value)
+        .last()?;
+    let due = humantime::parse_rfc3339_weak(std::str::from_utf8(raw).ok()?).ok()?;
+    let now = SystemTime::now();
+    let wait = due
+        .duration_since(now)
+        .unwrap_or_default()
+        .min(crate::MAX_DELAY);
+    Some(Instant::now() + wait)
+}
+
+impl Inner {
+    pub(crate) async fn produce(
+        &self,
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&[u8]>,
+        payload: &[u8],
+        headers: OwnedHeaders,
+    ) -> Result<(), TransportError> {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic)
+            .payload(payload)
+            .headers(headers);
+        if let Some(k) = key {
+            record = record.key(k);
+        }
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        let send = self.producer.send(record, Duration::from_secs(0));
+        match tokio::time::timeout(self.config.produce_timeout, send).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err((e, _))) => Err(TransportError::new(
+                KIND,
+                ErrorKind::Refused,
+                format!("produce to `{topic}` failed"),
+            )
+            .with_source(e)),
+            Err(_) => Err(TransportError::new(
+                KIND,
+                ErrorKind::Timeout,
+                format!("no delivery report from `{topic}` in time"),
+            )),
+        }
+    }
+
+    fn commit(&self, topic: &str, partition: i32, next: i64) {
+        let mut tpl = TopicPartitionList::new();
+        if tpl
+            .add_partition_offset(topic, partition, Offset::Offset(next))
+            .is_ok()
+        {
+            if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
+                tracing::warn!(error = %e, topic, partition, next, "offset commit failed; it is retried with the next one");
+            }
+        }
+    }
+
+    fn delivery(&self, record: Record, epoch: u64) -> Delivery {
+        let neutral = to_headers(record.headers.as_ref());
+        let env = Envelope::decode(&neutral);
+        let message = Message {
+            route: self.config.topic.clone(),
+            id: neutral
+                .get(MESSAGE_ID)
+                .map(str::to_owned)
+                .or(env.message_id),
+            key: record
+                .key
+                .as_ref()
+                .map(|k| String::from_utf8_lossy(k).into_owned()),
+            correlation_id: neutral
+                .get(CORRELATION_ID)
+                .map(str::to_owned)
+                .or(env.correlation_id),
+            message_type: neutral
+                .get(MESSAGE_TYPE)
+                .map(str::to_owned)
+                .or(env.message_type),
+            headers: neutral,
+            body: record.payload.clone().into(),
+        };
+        let origin = Origin {
+            queue: Some(record.topic.clone()),
+            partition: Some(record.partition),
+            offset: Some(record.offset),
+        };
+        let lane = format!("{}:{}", record.topic, record.partition);
+        Delivery::new(message, origin, Token { record, epoch }).with_lane(lane)
+    }
+
+    /// Marks a record finished and commits the grown prefix.
+    fn finish(&self, token: &Token) -> Result<(), TransportError> {
+        let r = &token.record;
+        let next = {
+            let mut s = lock(&self.state);
+            match s.parts.get_mut(&(r.topic.clone(), r.partition)) {
+                Some(p) if p.epoch == token.epoch => p.finish(r.offset),
+                _ => return Err(revoked()),
+            }
+        };
+        if let Some(next) = next {
+            self.commit(&r.topic, r.partition, next);
+        }
+        // In pause-partition mode the next record of this partition may run.
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    fn current(&self, token: &Token) -> bool {
+        let s = lock(&self.state);
+        s.parts
+            .get(&(token.record.topic.clone(), token.record.partition))
+            .is_some_and(|p| p.epoch == token.epoch)
+    }
+}
+
+fn revoked() -> TransportError {
+    TransportError::new(
+        KIND,
+        ErrorKind::Disconnected,
+        "the record's partition was revoked; its new owner processes it from the last commit",
+    )
+}
+
+#[async_trait]
+impl Transport for KafkaTransport {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_delay: Some(crate::MAX_DELAY),
+            delay_mode: DelayMode::Exact {
+                granularity: Duration::from_millis(5),
+            },
+            ordered: true,
+            native_redrive: false,
+        }
+    }
+
+    async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
+        let inner = &self.inner;
+        loop {
+            let ready = inner.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if inner.closed.load(AtomicOrdering::SeqCst) {
+                return Ok(None);
+            }
+            let (taken, next_due, resume) = {
+                let mut s = lock(&inner.state);
+                let taken = s.take(Instant::now(), inner.ordered);
+                let mut resume = None;
+                if let Some((r, _)) = &taken {
+                    if let Some(p) = s.parts.get_mut(&(r.topic.clone(), r.partition)) {
+                        if p.paused && p.buffered() <= inner.config.buffer_per_partition / 2 {
+                            p.paused = false;
+                            resume = Some((r.topic.clone(), r.partition));
+                        }
+                    }
+                }
+                (taken, s.next_due(), resume)
+            };
+            if let Some((topic, partition)) = resume {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition(&topic, partition);
+                let _ = inner.consumer.resume(&tpl);
+            }
+            if let Some((record, epoch)) = taken {
+                return Ok(Some(inner.delivery(record, epoch)));
+            }
+            match next_due {
+                Some(due) => {
+                    tokio::select! {
+                        () = &mut ready => {}
+                        () = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                None => ready.await,
+            }
+        }
+    }
+
+    async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
+        let name = action.name();
+        let fail = |delivery, error| Unsettled {
+            action: name,
+            error,
+            delivery,
+        };
+        let Some(token) = delivery.token::<Token>() else {
+            let e = TransportError::new(
+                KIND,
+                ErrorKind::Config,
+                "delivery is not from this transport",
+            );
+            return Err(fail(delivery, e));
+        };
+        let inner = &self.inner;
+        if !inner.current(token) {
+            return Err(fail(delivery, revoked()));
+        }
+        let r = &token.record;
+        let result = match &action {
+            Settle::Ack | Settle::Discard => inner.finish(token),
+            Settle::Release => {
+                let mut s = lock(&inner.state);
+                match s.parts.get_mut(&(r.topic.clone(), r.partition)) {
+                    Some(p) if p.epoch == token.epoch => {
+                        p.release(r.clone());
+                        drop(s);
+                        inner.ready.notify_one();
+                        Ok(())
+                    }
+                    _ => Err(revoked()),
+                }
+            }
+            Settle::Retry { delay, headers } => {
+                let tier = inner
+                    .plan
+                    .tier_for(*delay)
+                    .map(|l| inner.config.tier_topic(l));
+                let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
+                let copy = for_copy(r.headers.as_ref(), headers);
+                match inner
+                    .produce(
+                        &topic,
+                        Some(r.partition),
+                        r.key.as_deref(),
+                        &r.payload,
+                        copy,
+                    )
+                    .await
+                {
+                    Ok(()) => inner.finish(token),
+                    Err(e) => Err(e),
+                }
+            }
+            Settle::Park { headers } => {
+                let copy = for_copy(r.headers.as_ref(), headers);
+                match inner
+                    .produce(
+                        &inner.config.dlt(),
+                        Some(r.partition),
+                        r.key.as_deref(),
+                        &r.payload,
+                        copy,
+                    )
+                    .await
+                {
+                    Ok(()) => inner.finish(token),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => Err(TransportError::new(
+                KIND,
+                ErrorKind::Unsupported,
+                format!("settlement {name}"),
+            )),
+        };
+        result.map_err(|e| fail(delivery, e))
+    }
+
+    fn parking_lot(&self) -> &dyn ParkingLot {
+        &self.lot
+    }
+
+    fn describe(&self) -> Vec<String> {
+        let c = &self.inner.config;
+        let tiers: Vec<String> = self.inner.plan.labels().map(|l| c.tier_topic(l)).collect();
+        vec![
+            format!(
+                "brokers {}, group `{}`, source topic `{}`",
+                c.bootstrap_servers, c.group_id, c.topic
+            ),
+            format!(
+                "retry tiers: {} — each record carries its due time and is held until then",
+                if tiers.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tiers.join(", ")
+                }
+            ),
+            format!(
+                "dead-letter topic `{}`, replay index `{}` (compacted)",
+                c.dlt(),
+                c.replayed_topic()
+            ),
+            format!(
+                "mode: {}",
+                if self.inner.ordered {
+                    "pause-partition (one record in flight per partition, retried in place)"
+                } else {
+                    "retry topics"
+                }
+            ),
+        ]
+    }
+}
