@@ -66,6 +66,13 @@ impl Publish for Producer {
     }
 }
 
+#[path = "kafka/drill.rs"]
+mod drill;
+#[path = "kafka/flood.rs"]
+mod flood;
+#[path = "kafka/ledger.rs"]
+mod ledger;
+
 struct Kafka;
 
 #[async_trait]
