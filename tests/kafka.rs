@@ -66,6 +66,8 @@ impl Publish for Producer {
     }
 }
 
+#[path = "kafka/crash.rs"]
+mod crash;
 #[path = "kafka/drill.rs"]
 mod drill;
 #[path = "kafka/flood.rs"]

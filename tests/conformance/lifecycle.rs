@@ -48,7 +48,8 @@ pub async fn transient_three_times_then_success(b: &dyn Broker) {
     for pair in runs.windows(2) {
         let waited = pair[1].at - pair[0].at;
         assert!(
-            waited >= DELAY && waited <= DELAY + tolerance,
+            // Due times travel with millisecond precision.
+            waited + Duration::from_millis(2) >= DELAY && waited <= DELAY + tolerance,
             "waited {waited:?}, policy says {DELAY:?} (+{tolerance:?})"
         );
     }

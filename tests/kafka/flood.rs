@@ -27,8 +27,18 @@ async fn a_thousand_poison_records_do_not_starve_a_thousand_healthy_ones() {
         let t = t.clone();
         sends.push(async move {
             let key = format!("k{}", i % 7);
-            t.publish(&parkway::Message::new("flood", "bad:POISON").with_id(format!("poison-{i}")).with_key(key.clone())).await?;
-            t.publish(&parkway::Message::new("flood", "ok").with_id(format!("healthy-{i}")).with_key(key)).await
+            t.publish(
+                &parkway::Message::new("flood", "bad:POISON")
+                    .with_id(format!("poison-{i}"))
+                    .with_key(key.clone()),
+            )
+            .await?;
+            t.publish(
+                &parkway::Message::new("flood", "ok")
+                    .with_id(format!("healthy-{i}"))
+                    .with_key(key),
+            )
+            .await
         });
     }
     for r in futures_util::future::join_all(sends).await {
@@ -39,6 +49,9 @@ async fn a_thousand_poison_records_do_not_starve_a_thousand_healthy_ones() {
         (0..1000).all(|i| w.record.succeeded(&format!("healthy-{i}")) >= 1)
     })
     .await;
-    eventually(WITHIN * 3, "every poison record parked", || async { q.parked().await.len() >= 1000 }).await;
+    eventually(WITHIN * 3, "every poison record parked", || async {
+        q.parked().await.len() >= 1000
+    })
+    .await;
     finish(w, &q).await;
 }

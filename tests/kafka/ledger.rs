@@ -26,7 +26,11 @@ impl Handler for Ledger {
         // "<txn> <deposit|withdraw> <amount> [fail:N]"
         let text = String::from_utf8_lossy(&msg.body).into_owned();
         let parts: Vec<&str> = text.split_whitespace().collect();
-        let (txn, op, amount) = (parts[0].to_owned(), parts[1], parts[2].parse::<i64>().unwrap());
+        let (txn, op, amount) = (
+            parts[0].to_owned(),
+            parts[1],
+            parts[2].parse::<i64>().unwrap(),
+        );
         let n = {
             let mut t = self.tries.lock().unwrap();
             let n = t.entry(txn.clone()).or_default();
@@ -62,9 +66,13 @@ async fn run(ordering: Ordering) -> Ledger {
         ("TXN-101", "TXN-101 withdraw 500 fail:2"),
         ("TXN-102", "TXN-102 withdraw 700"),
     ] {
-        t.publish(&Message::new("ledger", body).with_id(txn).with_key("account-42"))
-            .await
-            .unwrap();
+        t.publish(
+            &Message::new("ledger", body)
+                .with_id(txn)
+                .with_key("account-42"),
+        )
+        .await
+        .unwrap();
     }
     let ledger = Ledger::default();
     let worker = Worker::builder(Arc::new(t.clone()), ledger.clone())
@@ -91,7 +99,11 @@ async fn pause_partition_mode_applies_the_ledger_in_order() {
     assert_eq!(*l.applied.lock().unwrap(), ["TXN-100", "TXN-101"]);
     assert_eq!(*l.rejected.lock().unwrap(), ["TXN-102"], "700 > 500 left");
     assert_eq!(*l.balance.lock().unwrap(), 500);
-    assert_eq!(l.tries.lock().unwrap()["TXN-101"], 3, "retried in place twice");
+    assert_eq!(
+        l.tries.lock().unwrap()["TXN-101"],
+        3,
+        "retried in place twice"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,9 @@ pub(crate) struct Partition {
     /// Fetched offsets in order, with whether each is finished.
     order: VecDeque<(i64, bool)>,
     in_flight: usize,
+    /// Highest offset fetched so far (offsets only grow between
+    /// assignments; a repeat after a re-fetch is ignored).
+    last_fetched: Option<i64>,
     pub(crate) paused: bool,
 }
 
@@ -46,6 +49,7 @@ impl Partition {
             buffer: VecDeque::new(),
             order: VecDeque::new(),
             in_flight: 0,
+            last_fetched: None,
             paused: false,
         }
     }
@@ -55,11 +59,12 @@ impl Partition {
     }
 
     pub(crate) fn fetched(&mut self, r: Record) {
-        // A re-fetch after a seek may repeat offsets: track each once.
-        if self.order.iter().all(|(o, _)| *o != r.offset) {
-            self.order.push_back((r.offset, false));
-            self.buffer.push_back(r);
+        if self.last_fetched.is_some_and(|last| r.offset <= last) {
+            return;
         }
+        self.last_fetched = Some(r.offset);
+        self.order.push_back((r.offset, false));
+        self.buffer.push_back(r);
     }
 
     /// The next record that may run now: the head of a source partition (in
@@ -96,8 +101,11 @@ impl Partition {
     /// finished prefix grew.
     pub(crate) fn finish(&mut self, offset: i64) -> Option<i64> {
         self.in_flight = self.in_flight.saturating_sub(1);
-        if let Some(e) = self.order.iter_mut().find(|(o, _)| *o == offset) {
-            e.1 = true;
+        // `order` is sorted: offsets were pushed as they grew.
+        if let Ok(i) = self.order.binary_search_by_key(&offset, |(o, _)| *o) {
+            if let Some(e) = self.order.get_mut(i) {
+                e.1 = true;
+            }
         }
         let mut last = None;
         while let Some((o, true)) = self.order.front().copied() {

@@ -56,8 +56,14 @@ impl ConsumerContext for Ctx {
         }
     }
 
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(tpl) = rebalance {
+            // librdkafka keeps a partition's pause across a rebalance, but
+            // its buffer here starts empty: start every assigned partition
+            // unpaused, or one paused before would never be resumed.
+            if let Err(e) = consumer.resume(tpl) {
+                tracing::warn!(error = %e, "could not resume newly assigned partitions");
+            }
             let mut s = lock(&self.state);
             for e in tpl.elements() {
                 s.assign(e.topic(), e.partition(), e.topic() != self.source);
@@ -107,8 +113,9 @@ fn kafka_error(doing: &str, e: impl std::error::Error + Send + Sync + 'static) -
 }
 
 impl KafkaTransport {
-    /// Connects, creates (or verifies) the retry, dead-letter and replay
-    /// topics for `policies`, and joins the consumer group.
+    /// Connects and creates (or verifies) the retry, dead-letter and replay
+    /// topics for `policies`. The consumer group is joined on the first
+    /// `receive`.
     pub async fn connect<'a>(
         config: KafkaConfig,
         policies: impl IntoIterator<Item = &'a RetryPolicy>,
@@ -137,12 +144,6 @@ impl KafkaTransport {
             .set("auto.offset.reset", "earliest")
             .create_with_context(ctx)
             .map_err(|e| kafka_error("create the consumer", e))?;
-        let mut topics = vec![config.topic.clone()];
-        topics.extend(plan.labels().map(|l| config.tier_topic(l)));
-        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-        consumer
-            .subscribe(&refs)
-            .map_err(|e| kafka_error("subscribe", e))?;
         let inner = Arc::new(Inner {
             config,
             plan,
@@ -154,8 +155,6 @@ impl KafkaTransport {
             closed: AtomicBool::new(false),
             pump: Mutex::new(None),
         });
-        let pump = tokio::spawn(pump(inner.clone()));
-        *inner.pump.lock().unwrap_or_else(|p| p.into_inner()) = Some(pump);
         Ok(KafkaTransport {
             lot: KafkaParkingLot::new(inner.clone()),
             inner,
@@ -184,6 +183,11 @@ impl KafkaTransport {
                 from_headers(&headers),
             )
             .await
+    }
+
+    /// The source topic.
+    pub fn describe_topic(&self) -> String {
+        self.inner.config.topic.clone()
     }
 
     /// Leaves the group and stops fetching; `receive` returns `Ok(None)`.
@@ -318,6 +322,24 @@ impl Inner {
         }
     }
 
+    /// Joins the group and starts fetching, on the first `receive`: a
+    /// transport used only to produce or browse never takes partitions
+    /// from the workers of its group.
+    fn start(self: &Arc<Self>) -> Result<(), TransportError> {
+        let mut pump_slot = self.pump.lock().unwrap_or_else(|p| p.into_inner());
+        if pump_slot.is_some() {
+            return Ok(());
+        }
+        let mut topics = vec![self.config.topic.clone()];
+        topics.extend(self.plan.labels().map(|l| self.config.tier_topic(l)));
+        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        self.consumer
+            .subscribe(&refs)
+            .map_err(|e| kafka_error("subscribe", e))?;
+        *pump_slot = Some(tokio::spawn(pump(self.clone())));
+        Ok(())
+    }
+
     fn commit(&self, topic: &str, partition: i32, next: i64) {
         let mut tpl = TopicPartitionList::new();
         if tpl
@@ -416,6 +438,10 @@ impl Transport for KafkaTransport {
 
     async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
         let inner = &self.inner;
+        if inner.closed.load(AtomicOrdering::SeqCst) {
+            return Ok(None);
+        }
+        inner.start()?;
         loop {
             let ready = inner.ready.notified();
             tokio::pin!(ready);

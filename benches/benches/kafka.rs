@@ -1,0 +1,306 @@
+//! The Kafka transport side by side with raw rdkafka, same broker, same run.
+//!
+//! 1. Happy path: N records over 3 partitions. Raw rdkafka (a
+//!    `StreamConsumer`, commit after each record, async) vs the engine (a
+//!    `Worker` on a `KafkaTransport`, handler `Ok`). Goal ≥ 0.95.
+//! 2. Delay precision: 300 records fail six times each on an exponential
+//!    100 ms ×2 backoff with ±20 % jitter (capped at 5 s), through the retry
+//!    tiers; error = time from a failure to the next run minus the decided
+//!    delay. Goal p99 ≤ max(25 ms, 2 %).
+//! 3. Pause-partition: records/s of the healthy partitions while one
+//!    partition is retrying in place, ÷ their rate with none paused. Goal
+//!    ≥ 0.9.
+//!
+//! Needs the broker: `scripts/kafka-start`. `PARKWAY_BENCH_N` (default
+//! 20 000), `PARKWAY_KAFKA_BOOTSTRAP`.
+//!
+//! Run: `cargo bench -p parkway-benches --bench kafka`
+// A bench may abort on a setup failure, and its output is the point.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::panic
+)]
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering as AtomicOrdering},
+    },
+    time::{Duration, Instant},
+};
+
+use parkway_core::{
+    Backoff, Envelope, Failure, Handler, Jitter, Message, Ordering, RetryPolicy, Strategy, Worker,
+};
+use parkway_kafka::{KafkaConfig, KafkaTransport, create_topic};
+use rdkafka::{
+    ClientConfig, Message as _, Offset, TopicPartitionList,
+    consumer::{CommitMode, Consumer, StreamConsumer},
+};
+
+fn bootstrap() -> String {
+    std::env::var("PARKWAY_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
+}
+
+fn suffix() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        ^ std::process::id()
+}
+
+fn config(topic: &str) -> KafkaConfig {
+    let mut c = KafkaConfig::new(bootstrap(), format!("{topic}-g"), topic);
+    c.librdkafka.insert("fetch.wait.max.ms".into(), "10".into());
+    c
+}
+
+async fn topic_with(
+    n: u64,
+    partitions: i32,
+    policy: &RetryPolicy,
+    body: impl Fn(u64) -> &'static str,
+) -> (String, KafkaTransport) {
+    let topic = format!("pw-bench-{:08x}", suffix());
+    create_topic(&bootstrap(), &topic, partitions)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot reach Kafka at {}: {e}; run scripts/kafka-start",
+                bootstrap()
+            )
+        });
+    let t = KafkaTransport::connect(config(&topic), [policy])
+        .await
+        .unwrap();
+    let mut sends = Vec::new();
+    for i in 0..n {
+        let t = t.clone();
+        let b = body(i);
+        sends.push(async move {
+            t.publish(
+                &Message::new("b", b)
+                    .with_id(format!("m{i}"))
+                    .with_key(format!("k{}", i % 97)),
+            )
+            .await
+        });
+        if sends.len() == 1000 {
+            for r in futures_util::future::join_all(sends.drain(..)).await {
+                r.unwrap();
+            }
+        }
+    }
+    for r in futures_util::future::join_all(sends).await {
+        r.unwrap();
+    }
+    (topic, t)
+}
+
+async fn raw(topic: &str, n: u64) -> f64 {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", format!("{topic}-raw"))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "10")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let first = consumer.recv().await.unwrap().detach();
+    let start = Instant::now();
+    let mut seen = 1;
+    let commit = |t: &str, p: i32, o: i64| {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(t, p, Offset::Offset(o + 1))
+            .unwrap();
+        consumer.commit(&tpl, CommitMode::Async).unwrap();
+    };
+    commit(first.topic(), first.partition(), first.offset());
+    while seen < n {
+        let m = consumer.recv().await.unwrap();
+        commit(m.topic(), m.partition(), m.offset());
+        seen += 1;
+    }
+    (n - 1) as f64 / start.elapsed().as_secs_f64()
+}
+
+#[derive(Clone)]
+struct Count {
+    runs: Arc<AtomicU64>,
+    started: Arc<Mutex<Option<Instant>>>,
+    fail_body: Option<&'static str>,
+    per_partition: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+impl Handler for Count {
+    async fn handle(&self, m: &Message) -> Result<(), Failure> {
+        self.started
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
+        if Some(&*String::from_utf8_lossy(&m.body)) == self.fail_body {
+            return Err(Failure::transient("DOWNSTREAM_TIMEOUT"));
+        }
+        let key = m.key.clone().unwrap_or_default();
+        *self.per_partition.lock().unwrap().entry(key).or_default() += 1;
+        self.runs.fetch_add(1, AtomicOrdering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Runs a worker until `n` records succeeded; rate from its first handler run.
+async fn engine(
+    t: &KafkaTransport,
+    policy: RetryPolicy,
+    n: u64,
+    fail_body: Option<&'static str>,
+) -> (f64, Count) {
+    let h = Count {
+        runs: Arc::default(),
+        started: Arc::default(),
+        fail_body,
+        per_partition: Arc::default(),
+    };
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
+        .policy(policy)
+        .concurrency(64)
+        .build()
+        .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run(async move {
+        let _ = rx.await;
+    }));
+    while h.runs.load(AtomicOrdering::SeqCst) < n {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let start = h.started.lock().unwrap().unwrap();
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let _ = tx.send(());
+    running.await.unwrap().unwrap();
+    t.close().await;
+    (rate, h)
+}
+
+type Run = (Instant, Instant, Option<Duration>);
+
+#[derive(Clone, Default)]
+struct Timing {
+    runs: Arc<Mutex<HashMap<String, Vec<Run>>>>,
+}
+
+impl Handler for Timing {
+    async fn handle(&self, m: &Message) -> Result<(), Failure> {
+        let started = Instant::now();
+        let decided = Envelope::decode(&m.headers).last_delay;
+        let mut runs = self.runs.lock().unwrap();
+        let v = runs.entry(m.id.clone().unwrap_or_default()).or_default();
+        v.push((started, Instant::now(), decided));
+        if v.len() <= 6 {
+            Err(Failure::transient("DOWNSTREAM_TIMEOUT"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+async fn precision() -> Vec<(Duration, Duration)> {
+    let backoff = Backoff::new(
+        Strategy::Exponential {
+            initial: Duration::from_millis(100),
+            multiplier: 2.0,
+        },
+        Jitter::Proportional(0.2),
+        Some(Duration::from_secs(5)),
+    )
+    .unwrap();
+    let policy = RetryPolicy::builder()
+        .max_attempts(8)
+        .backoff(backoff)
+        .build()
+        .unwrap();
+    let (_, t) = topic_with(300, 3, &policy, |_| "x").await;
+    let h = Timing::default();
+    let runs = h.runs.clone();
+    let worker = Worker::builder(Arc::new(t.clone()), h)
+        .policy(policy)
+        .concurrency(64)
+        .build()
+        .unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run(async move {
+        let _ = rx.await;
+    }));
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = runs.lock().unwrap();
+        if r.len() == 300 && r.values().all(|v| v.len() == 7) {
+            break;
+        }
+    }
+    let _ = tx.send(());
+    running.await.unwrap().unwrap();
+    t.close().await;
+    let mut samples = Vec::new();
+    for v in runs.lock().unwrap().values() {
+        for pair in v.windows(2) {
+            if let Some(d) = pair[1].2 {
+                samples.push((d, (pair[1].0 - pair[0].1).abs_diff(d)));
+            }
+        }
+    }
+    samples
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let n = std::env::var("PARKWAY_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000u64);
+        println!("Kafka-protocol broker at {} — N = {n}\n", bootstrap());
+        let policy = RetryPolicy::builder().max_attempts(3).backoff(Backoff::fixed(Duration::from_secs(1))).build().unwrap();
+        let (topic, t) = topic_with(n, 3, &policy, |_| "ok").await;
+        let raw_rate = raw(&topic, n).await;
+        let (eng_rate, _) = engine(&t, policy.clone(), n, None).await;
+        println!("happy path     raw rdkafka consume + commit each: {raw_rate:>9.0} msgs/s");
+        println!("happy path     engine (worker, handler Ok):       {eng_rate:>9.0} msgs/s");
+        println!("happy path     ratio engine/raw:                  {:>9.3}  (goal ≥ 0.95)\n", eng_rate / raw_rate);
+
+        // Pause-partition: 4 partitions by key; one key keeps failing.
+        let ordered = RetryPolicy::builder()
+            .max_attempts(1000)
+            .backoff(Backoff::fixed(Duration::from_millis(100)))
+            .ordering(Ordering::Ordered)
+            .build()
+            .unwrap();
+        let m = n / 2;
+        let (_, calm) = topic_with(m, 4, &ordered, |_| "ok").await;
+        let (calm_rate, _) = engine(&calm, ordered.clone(), m, None).await;
+        // Same load, but every record of one key fails forever: its
+        // partition retries in place; the others must keep flowing.
+        let (_, stuck) = topic_with(m, 4, &ordered, |i| if i % 97 == 0 { "stuck" } else { "ok" }).await;
+        let healthy = m - m.div_ceil(97);
+        let (stuck_rate, h) = engine(&stuck, ordered, healthy * 3 / 4, Some("stuck")).await;
+        let partitions_done = h.per_partition.lock().unwrap().len();
+        println!("pause-partition  4 partitions, none paused:      {calm_rate:>9.0} msgs/s");
+        println!("pause-partition  one partition retrying in place: {stuck_rate:>9.0} msgs/s of the other partitions");
+        println!(
+            "pause-partition  ratio vs the share they had (3/4): {:>9.3}  (goal ≥ 0.9; {partitions_done} keys flowed)\n",
+            stuck_rate / (calm_rate * 0.75)
+        );
+
+        let mut samples = precision().await;
+        samples.sort_by_key(|s| s.1);
+        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)].1;
+        let over = samples.iter().filter(|(d, e)| *e > Duration::from_millis(25).max(d.mul_f64(0.02))).count();
+        println!("delay error    {} retries, delays 80 ms – 5 s (exp ×2, ±20 % jitter), tier topics 1s/10s", samples.len());
+        println!("delay error    p50 {:?}  p99 {:?}  max {:?}", pct(0.5), pct(0.99), pct(1.0));
+        println!("delay error    over max(25 ms, 2 %): {over} of {} ({:.2} %)", samples.len(), over as f64 * 100.0 / samples.len() as f64);
+    });
+}
