@@ -7,9 +7,10 @@
 //!    100 ms ×2 backoff with ±20 % jitter (capped at 5 s), through the retry
 //!    tiers; error = time from a failure to the next run minus the decided
 //!    delay. Goal p99 ≤ max(25 ms, 2 %).
-//! 3. Pause-partition: records/s of the healthy partitions while one
-//!    partition is retrying in place, ÷ their rate with none paused. Goal
-//!    ≥ 0.9.
+//! 3. Pause-partition: records/s of the other partitions while one
+//!    partition is retrying in place, ÷ three quarters of the rate with none
+//!    paused (the share those partitions had). Goal ≥ 0.9. Both runs are
+//!    measured over the same window (up to 6 s).
 //!
 //! Needs the broker: `scripts/kafka-start`. `PARKWAY_BENCH_N` (default
 //! 20 000), `PARKWAY_KAFKA_BOOTSTRAP`.
@@ -175,11 +176,19 @@ async fn engine(
     let running = tokio::spawn(worker.run(async move {
         let _ = rx.await;
     }));
-    while h.runs.load(AtomicOrdering::SeqCst) < n {
+    // Until `n` records succeeded, or for at most 6 s after the first run
+    // (a paused partition's share never completes).
+    let rate = loop {
         tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let start = h.started.lock().unwrap().unwrap();
-    let rate = n as f64 / start.elapsed().as_secs_f64();
+        let done = h.runs.load(AtomicOrdering::SeqCst);
+        let started = *h.started.lock().unwrap();
+        if let Some(start) = started {
+            let elapsed = start.elapsed();
+            if done >= n || elapsed >= Duration::from_secs(6) {
+                break done as f64 / elapsed.as_secs_f64();
+            }
+        }
+    };
     let _ = tx.send(());
     running.await.unwrap().unwrap();
     t.close().await;
@@ -286,7 +295,7 @@ fn main() {
         // partition retries in place; the others must keep flowing.
         let (_, stuck) = topic_with(m, 4, &ordered, |i| if i % 97 == 0 { "stuck" } else { "ok" }).await;
         let healthy = m - m.div_ceil(97);
-        let (stuck_rate, h) = engine(&stuck, ordered, healthy * 3 / 4, Some("stuck")).await;
+        let (stuck_rate, h) = engine(&stuck, ordered, healthy, Some("stuck")).await;
         let partitions_done = h.per_partition.lock().unwrap().len();
         println!("pause-partition  4 partitions, none paused:      {calm_rate:>9.0} msgs/s");
         println!("pause-partition  one partition retrying in place: {stuck_rate:>9.0} msgs/s of the other partitions");
