@@ -333,6 +333,11 @@ impl Inner {
         let mut topics = vec![self.config.topic.clone()];
         topics.extend(self.plan.labels().map(|l| self.config.tier_topic(l)));
         let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        // Learn about tier topics created moments ago before subscribing:
+        // discovering them later would cost a second rebalance.
+        if let Err(e) = self.consumer.fetch_metadata(None, Duration::from_secs(5)) {
+            tracing::warn!(error = %e, "could not refresh metadata before subscribing");
+        }
         self.consumer
             .subscribe(&refs)
             .map_err(|e| kafka_error("subscribe", e))?;
