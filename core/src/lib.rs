@@ -35,7 +35,7 @@ pub mod worker;
 pub use clock::{Clock, SystemClock, TokioClock};
 pub use transport::{
     Capabilities, Choice, DelayMode, Delivery, ErrorKind, Message, Parked, ParkingLot, PlanError,
-    PolicyPlan, Selector, Settle, Transport, TransportError, Unsettled,
+    PolicyPlan, Selector, Settle, TopologyMode, Transport, TransportError, Unsettled,
 };
 pub use worker::{Handler, RunSummary, Step, Worker, WorkerError};
 pub mod config;

@@ -2,23 +2,10 @@
 
 use std::{collections::BTreeMap, fmt, time::Duration};
 
-use parkway_core::{ErrorKind, TransportError};
+use parkway_core::{ErrorKind, TopologyMode, TransportError};
 use serde::Deserialize;
 
 use crate::KIND;
-
-/// Who owns the topics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum TopologyMode {
-    /// Create the retry, dead-letter and replay-index topics if absent, with
-    /// the source topic's partition count.
-    #[default]
-    Declare,
-    /// Only check they exist; a missing one is an error that names it.
-    Verify,
-}
 
 /// Kafka transport settings.
 ///

@@ -24,7 +24,8 @@ mod tiers;
 mod transport;
 
 pub use admin::create_topic;
-pub use config::{KafkaConfig, TopologyMode};
+pub use config::KafkaConfig;
+pub use parkway_core::TopologyMode;
 pub use tiers::{MAX_DELAY, TierPlan};
 pub use transport::{CORRELATION_ID, KafkaTransport, MESSAGE_ID, MESSAGE_TYPE};
 

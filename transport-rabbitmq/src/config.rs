@@ -3,7 +3,7 @@
 
 use std::{fmt, time::Duration};
 
-use parkway_core::{ErrorKind, TransportError};
+use parkway_core::{ErrorKind, TopologyMode, TransportError};
 use serde::Deserialize;
 
 use crate::KIND;
@@ -18,19 +18,6 @@ pub enum QueueType {
     Classic,
     /// Replicated quorum queues, dead-lettering at least once.
     Quorum,
-}
-
-/// Who owns the topology.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum TopologyMode {
-    /// The application declares what it needs (idempotently).
-    #[default]
-    Declare,
-    /// Operations own it: only passive declares; a missing piece is an error
-    /// that names it.
-    Verify,
 }
 
 /// RabbitMQ transport settings.

@@ -20,8 +20,9 @@ mod config;
 mod names;
 mod tiers;
 
-pub use config::{QueueType, RabbitConfig, TopologyMode};
+pub use config::{QueueType, RabbitConfig};
 pub use names::Names;
+pub use parkway_core::TopologyMode;
 pub use tiers::{HOLD_CAP, MAX_TIERS, MAX_TTL, TierPlan, TooManyTiers};
 
 /// The transport's kind, as in `[transport] kind`.

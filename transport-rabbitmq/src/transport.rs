@@ -94,13 +94,16 @@ impl RabbitTransport {
         let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
         let names = Names::new(&config);
         let link = Arc::new(Link::open(&config, 1).await?);
-        match config.topology {
-            TopologyMode::Declare => topology::declare(&link, &config, &names, ordered).await?,
-            TopologyMode::Verify => topology::verify(&link, &names, plan.tiers()).await?,
+        let verify = config.topology == TopologyMode::Verify;
+        if verify {
+            topology::verify(&link, &names, plan.tiers()).await?;
+        } else {
+            topology::declare(&link, &config, &names, ordered).await?;
         }
-        let declared = match config.topology {
-            TopologyMode::Verify => plan.tiers().iter().copied().collect(),
-            TopologyMode::Declare => HashSet::new(),
+        let declared = if verify {
+            plan.tiers().iter().copied().collect()
+        } else {
+            HashSet::new()
         };
         let inner = Arc::new(Inner {
             config,

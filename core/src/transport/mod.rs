@@ -17,11 +17,13 @@ mod capabilities;
 mod error;
 mod message;
 mod parking;
+mod topology;
 
 pub use capabilities::{Capabilities, DelayMode, PlanError, PolicyPlan};
 pub use error::{ErrorKind, TransportError};
 pub use message::{Delivery, Message};
 pub use parking::{Choice, Parked, ParkingLot, Selector};
+pub use topology::TopologyMode;
 
 use std::time::Duration;
 
