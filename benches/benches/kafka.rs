@@ -33,9 +33,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use parkway_core::{
-    Backoff, Envelope, Failure, Handler, Jitter, Message, Ordering, RetryPolicy, Strategy, Worker,
-};
+use parkway_benches::{Timing, precision_policy, precision_report};
+use parkway_core::{Backoff, Failure, Handler, Message, Ordering, RetryPolicy, Worker};
 use parkway_kafka::{KafkaConfig, KafkaTransport, create_topic};
 use rdkafka::{
     ClientConfig, Message as _, Offset, TopicPartitionList,
@@ -195,47 +194,11 @@ async fn engine(
     (rate, h)
 }
 
-type Run = (Instant, Instant, Option<Duration>);
-
-#[derive(Clone, Default)]
-struct Timing {
-    runs: Arc<Mutex<HashMap<String, Vec<Run>>>>,
-}
-
-impl Handler for Timing {
-    async fn handle(&self, m: &Message) -> Result<(), Failure> {
-        let started = Instant::now();
-        let decided = Envelope::decode(&m.headers).last_delay;
-        let mut runs = self.runs.lock().unwrap();
-        let v = runs.entry(m.id.clone().unwrap_or_default()).or_default();
-        v.push((started, Instant::now(), decided));
-        if v.len() <= 6 {
-            Err(Failure::transient("DOWNSTREAM_TIMEOUT"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
 async fn precision() -> Vec<(Duration, Duration)> {
-    let backoff = Backoff::new(
-        Strategy::Exponential {
-            initial: Duration::from_millis(100),
-            multiplier: 2.0,
-        },
-        Jitter::Proportional(0.2),
-        Some(Duration::from_secs(5)),
-    )
-    .unwrap();
-    let policy = RetryPolicy::builder()
-        .max_attempts(8)
-        .backoff(backoff)
-        .build()
-        .unwrap();
+    let policy = precision_policy();
     let (_, t) = topic_with(300, 3, &policy, |_| "x").await;
     let h = Timing::default();
-    let runs = h.runs.clone();
-    let worker = Worker::builder(Arc::new(t.clone()), h)
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
         .policy(policy)
         .concurrency(64)
         .build()
@@ -244,25 +207,13 @@ async fn precision() -> Vec<(Duration, Duration)> {
     let running = tokio::spawn(worker.run(async move {
         let _ = rx.await;
     }));
-    loop {
+    while !h.complete(300) {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let r = runs.lock().unwrap();
-        if r.len() == 300 && r.values().all(|v| v.len() == 7) {
-            break;
-        }
     }
     let _ = tx.send(());
     running.await.unwrap().unwrap();
     t.close().await;
-    let mut samples = Vec::new();
-    for v in runs.lock().unwrap().values() {
-        for pair in v.windows(2) {
-            if let Some(d) = pair[1].2 {
-                samples.push((d, (pair[1].0 - pair[0].1).abs_diff(d)));
-            }
-        }
-    }
-    samples
+    h.samples()
 }
 
 fn main() {
@@ -307,12 +258,10 @@ fn main() {
             stuck_rate / (calm_rate * 0.75)
         );
 
-        let mut samples = precision().await;
-        samples.sort_by_key(|s| s.1);
-        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)].1;
-        let over = samples.iter().filter(|(d, e)| *e > Duration::from_millis(25).max(d.mul_f64(0.02))).count();
+        let samples = precision().await;
         println!("delay error    {} retries, delays 80 ms – 5 s (exp ×2, ±20 % jitter), tier topics 1s/10s", samples.len());
-        println!("delay error    p50 {:?}  p99 {:?}  max {:?}", pct(0.5), pct(0.99), pct(1.0));
-        println!("delay error    over max(25 ms, 2 %): {over} of {} ({:.2} %)", samples.len(), over as f64 * 100.0 / samples.len() as f64);
+        for line in precision_report(samples) {
+            println!("{line}");
+        }
     });
 }

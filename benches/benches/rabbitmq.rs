@@ -27,8 +27,7 @@
 )]
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -41,9 +40,8 @@ use lapin::{
     },
     types::FieldTable,
 };
-use parkway_core::{
-    Backoff, Envelope, Failure, Handler, Jitter, Message, RetryPolicy, Strategy, Worker,
-};
+use parkway_benches::{Timing, precision_policy, precision_report};
+use parkway_core::{Backoff, Envelope, Failure, Handler, Message, RetryPolicy, Worker};
 use parkway_rabbitmq::{RabbitConfig, RabbitTransport};
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -301,53 +299,14 @@ async fn engine(conn: &Connection, n: u64, prefetch: u16, fail: bool) -> f64 {
     rate
 }
 
-/// One handler run: started, returned, and the delay decided before it.
-type Run = (Instant, Instant, Option<Duration>);
-
-/// Records failure and start times per message.
-#[derive(Clone, Default)]
-struct Timing {
-    runs: Arc<Mutex<HashMap<String, Vec<Run>>>>,
-}
-
-impl Handler for Timing {
-    async fn handle(&self, m: &Message) -> Result<(), Failure> {
-        let started = Instant::now();
-        let decided = Envelope::decode(&m.headers).last_delay;
-        let id = m.id.clone().unwrap_or_default();
-        let mut runs = self.runs.lock().unwrap();
-        let v = runs.entry(id).or_default();
-        v.push((started, Instant::now(), decided));
-        if v.len() <= 6 {
-            Err(Failure::transient("DOWNSTREAM_TIMEOUT"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
 async fn precision(conn: &Connection) -> (Vec<(Duration, Duration)>, usize) {
-    let backoff = Backoff::new(
-        Strategy::Exponential {
-            initial: Duration::from_millis(100),
-            multiplier: 2.0,
-        },
-        Jitter::Proportional(0.2),
-        Some(Duration::from_secs(5)),
-    )
-    .unwrap();
-    let policy = RetryPolicy::builder()
-        .max_attempts(8)
-        .backoff(backoff)
-        .build()
-        .unwrap();
+    let policy = precision_policy();
     let config = RabbitConfig::new(url(), format!("pw-bench-delay-{:08x}", fastrand_u32()));
     let transport = RabbitTransport::connect(config, [&policy]).await.unwrap();
     let tiers = transport.plan().tiers().len();
     fill(conn, &transport.names().queue, 300).await;
     let handler = Timing::default();
-    let runs = handler.runs.clone();
-    let worker = Worker::builder(Arc::new(transport.clone()), handler)
+    let worker = Worker::builder(Arc::new(transport.clone()), handler.clone())
         .policy(policy)
         .concurrency(64)
         .build()
@@ -356,30 +315,14 @@ async fn precision(conn: &Connection) -> (Vec<(Duration, Duration)>, usize) {
     let running = tokio::spawn(worker.run(async move {
         let _ = rx.await;
     }));
-    loop {
+    while !handler.complete(300) {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let r = runs.lock().unwrap();
-        if r.len() == 300 && r.values().all(|v| v.len() == 7) {
-            break;
-        }
     }
     let _ = tx.send(());
     running.await.unwrap().unwrap();
     transport.delete_topology().await.unwrap();
     transport.close().await;
-    // (decided delay, absolute error) per retry.
-    let mut samples = Vec::new();
-    for v in runs.lock().unwrap().values() {
-        for pair in v.windows(2) {
-            let (_, failed_at, _) = pair[0];
-            let (started, _, decided) = pair[1];
-            if let Some(d) = decided {
-                let waited = started - failed_at;
-                samples.push((d, waited.abs_diff(d)));
-            }
-        }
-    }
-    (samples, tiers)
+    (handler.samples(), tiers)
 }
 
 fn main() {
@@ -427,19 +370,10 @@ fn main() {
         if !(only.is_empty() || only == "delay") {
             return;
         }
-        let (mut samples, tiers) = precision(&conn).await;
-        samples.sort_by_key(|s| s.1);
-        let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)].1;
-        let over = samples
-            .iter()
-            .filter(|(d, e)| *e > Duration::from_millis(25).max(d.mul_f64(0.02)))
-            .count();
+        let (samples, tiers) = precision(&conn).await;
         println!("delay error  {} retries, delays 80 ms – 5 s (exp ×2, ±20 % jitter), {tiers} wait tiers", samples.len());
-        println!("delay error  p50 {:?}  p99 {:?}  max {:?}", pct(0.50), pct(0.99), pct(1.0));
-        println!(
-            "delay error  over max(25 ms, 2 %): {over} of {} ({:.2} %)  (goal: p99 within)",
-            samples.len(),
-            over as f64 * 100.0 / samples.len() as f64
-        );
+        for line in precision_report(samples) {
+            println!("{line}");
+        }
     });
 }

@@ -1,1 +1,104 @@
-//! Benchmarks live in `benches/`; this crate has no library code.
+//! Pieces the broker benchmarks share: the delay-precision workload and its
+//! report. The benchmarks themselves live in `benches/`.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use parkway_core::{Backoff, Envelope, Failure, Handler, Jitter, Message, RetryPolicy, Strategy};
+
+/// Retries per message in the precision workload.
+pub const RETRIES: usize = 6;
+
+/// Exponential 100 ms ×2 with ±20 % jitter, capped at 5 s; eight attempts.
+pub fn precision_policy() -> RetryPolicy {
+    let backoff = Backoff::new(
+        Strategy::Exponential {
+            initial: Duration::from_millis(100),
+            multiplier: 2.0,
+        },
+        Jitter::Proportional(0.2),
+        Some(Duration::from_secs(5)),
+    )
+    .unwrap_or_else(|_| Backoff::fixed(Duration::from_millis(100)));
+    RetryPolicy::builder()
+        .max_attempts(8)
+        .backoff(backoff)
+        .build()
+        .unwrap_or_default()
+}
+
+/// One handler run: started, returned, and the delay decided before it.
+type Run = (Instant, Instant, Option<Duration>);
+
+/// Fails each message [`RETRIES`] times, recording when every run started
+/// and ended and which delay the engine decided before it.
+#[derive(Debug, Clone, Default)]
+pub struct Timing {
+    runs: Arc<Mutex<HashMap<String, Vec<Run>>>>,
+}
+
+impl Handler for Timing {
+    async fn handle(&self, m: &Message) -> Result<(), Failure> {
+        let started = Instant::now();
+        let decided = Envelope::decode(&m.headers).last_delay;
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let v = runs.entry(m.id.clone().unwrap_or_default()).or_default();
+        v.push((started, Instant::now(), decided));
+        if v.len() <= RETRIES {
+            Err(Failure::transient("DOWNSTREAM_TIMEOUT"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Timing {
+    /// Whether `n` messages have all run to success.
+    pub fn complete(&self, n: usize) -> bool {
+        let r = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        r.len() == n && r.values().all(|v| v.len() == RETRIES + 1)
+    }
+
+    /// (decided delay, |time from failure to next run − decided delay|).
+    pub fn samples(&self) -> Vec<(Duration, Duration)> {
+        let r = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for v in r.values() {
+            for pair in v.windows(2) {
+                if let Some(d) = pair[1].2 {
+                    out.push((d, (pair[1].0 - pair[0].1).abs_diff(d)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// p50 / p99 / max of the error and the share over max(25 ms, 2 %).
+pub fn precision_report(mut samples: Vec<(Duration, Duration)>) -> Vec<String> {
+    if samples.is_empty() {
+        return vec!["delay error    no samples".into()];
+    }
+    samples.sort_by_key(|s| s.1);
+    let pct = |p: f64| samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)].1;
+    let over = samples
+        .iter()
+        .filter(|(d, e)| *e > Duration::from_millis(25).max(d.mul_f64(0.02)))
+        .count();
+    vec![
+        format!(
+            "delay error    p50 {:?}  p99 {:?}  max {:?}",
+            pct(0.5),
+            pct(0.99),
+            pct(1.0)
+        ),
+        format!(
+            "delay error    over max(25 ms, 2 %): {over} of {} ({:.2} %)  (goal: p99 within)",
+            samples.len(),
+            over as f64 * 100.0 / samples.len() as f64
+        ),
+    ]
+}
