@@ -6,7 +6,7 @@
 //! or is still in the handler holds the commit back, so a crash or a
 //! rebalance redelivers it instead of skipping it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use rdkafka::message::OwnedHeaders;
 use tokio::time::Instant;
@@ -127,50 +127,62 @@ impl Partition {
     }
 }
 
-/// Every assigned partition.
+/// Every assigned partition, sorted by topic and partition: looked up on
+/// every receive and settle, so by borrowed key and without allocating.
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    pub(crate) parts: HashMap<(String, i32), Partition>,
+    parts: Vec<(String, i32, Partition)>,
     next_epoch: u64,
     /// Round-robin start, so no partition starves the others.
     cursor: usize,
 }
 
 impl State {
+    fn find(&self, topic: &str, partition: i32) -> Result<usize, usize> {
+        self.parts
+            .binary_search_by(|(t, p, _)| (t.as_str(), *p).cmp(&(topic, partition)))
+    }
+
     pub(crate) fn assign(&mut self, topic: &str, partition: i32, tier: bool) {
         self.next_epoch += 1;
-        self.parts.insert(
-            (topic.to_owned(), partition),
-            Partition::new(self.next_epoch, tier),
-        );
+        let fresh = Partition::new(self.next_epoch, tier);
+        match self.find(topic, partition) {
+            Ok(i) => self.parts[i].2 = fresh,
+            Err(i) => self.parts.insert(i, (topic.to_owned(), partition, fresh)),
+        }
     }
 
     pub(crate) fn revoke(&mut self, topic: &str, partition: i32) -> Option<Partition> {
-        self.parts.remove(&(topic.to_owned(), partition))
+        let i = self.find(topic, partition).ok()?;
+        Some(self.parts.remove(i).2)
+    }
+
+    pub(crate) fn get(&self, topic: &str, partition: i32) -> Option<&Partition> {
+        let i = self.find(topic, partition).ok()?;
+        self.parts.get(i).map(|e| &e.2)
+    }
+
+    pub(crate) fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut Partition> {
+        let i = self.find(topic, partition).ok()?;
+        self.parts.get_mut(i).map(|e| &mut e.2)
     }
 
     /// The next runnable record across partitions, round-robin.
     pub(crate) fn take(&mut self, now: Instant, ordered: bool) -> Option<(Record, u64)> {
         let n = self.parts.len();
-        if n == 0 {
-            return None;
-        }
-        let mut keys: Vec<_> = self.parts.keys().cloned().collect();
-        keys.sort();
         for i in 0..n {
-            let key = &keys[(self.cursor + i) % n];
-            if let Some(p) = self.parts.get_mut(key) {
-                if let Some(r) = p.take(now, ordered) {
-                    self.cursor = (self.cursor + i + 1) % n;
-                    return Some((r, p.epoch));
-                }
+            let at = (self.cursor + i) % n;
+            let p = &mut self.parts[at].2;
+            if let Some(r) = p.take(now, ordered) {
+                self.cursor = (at + 1) % n;
+                return Some((r, p.epoch));
             }
         }
         None
     }
 
     pub(crate) fn next_due(&self) -> Option<Instant> {
-        self.parts.values().filter_map(Partition::next_due).min()
+        self.parts.iter().filter_map(|e| e.2.next_due()).min()
     }
 }
 
@@ -243,5 +255,34 @@ mod tests {
             "a later record due sooner is not stuck behind the head"
         );
         assert_eq!(p.finish(1), None, "but offset 0 still holds the commit");
+    }
+
+    #[test]
+    fn partitions_take_turns_and_revoked_ones_are_gone() {
+        let mut s = State::default();
+        s.assign("t", 1, false);
+        s.assign("t", 0, false);
+        for p in [0, 1] {
+            let mut r = rec(10, None);
+            r.partition = p;
+            s.get_mut("t", p).unwrap().fetched(r);
+            let mut r = rec(11, None);
+            r.partition = p;
+            s.get_mut("t", p).unwrap().fetched(r);
+        }
+        let now = Instant::now();
+        let order: Vec<_> = (0..4)
+            .filter_map(|_| s.take(now, false))
+            .map(|(r, _)| r.partition)
+            .collect();
+        assert_eq!(order, [0, 1, 0, 1]);
+        let epoch = s.get("t", 1).unwrap().epoch;
+        s.assign("t", 1, false);
+        assert!(
+            s.get("t", 1).unwrap().epoch > epoch,
+            "a re-assignment starts a new epoch"
+        );
+        assert!(s.revoke("t", 0).is_some());
+        assert!(s.get("t", 0).is_none());
     }
 }

@@ -248,7 +248,7 @@ async fn pump(inner: Arc<Inner>) {
         let (topic, partition) = (record.topic.clone(), record.partition);
         let pause = {
             let mut s = lock(&inner.state);
-            match s.parts.get_mut(&(topic.clone(), partition)) {
+            match s.get_mut(&topic, partition) {
                 Some(p) => {
                     p.fetched(record);
                     let full = p.buffered() >= inner.config.buffer_per_partition && !p.paused;
@@ -395,7 +395,7 @@ impl Inner {
         let r = &token.record;
         let next = {
             let mut s = lock(&self.state);
-            match s.parts.get_mut(&(r.topic.clone(), r.partition)) {
+            match s.get_mut(&r.topic, r.partition) {
                 Some(p) if p.epoch == token.epoch => p.finish(r.offset),
                 _ => return Err(revoked()),
             }
@@ -410,8 +410,7 @@ impl Inner {
 
     fn current(&self, token: &Token) -> bool {
         let s = lock(&self.state);
-        s.parts
-            .get(&(token.record.topic.clone(), token.record.partition))
+        s.get(&token.record.topic, token.record.partition)
             .is_some_and(|p| p.epoch == token.epoch)
     }
 }
@@ -459,7 +458,7 @@ impl Transport for KafkaTransport {
                 let taken = s.take(Instant::now(), inner.ordered);
                 let mut resume = None;
                 if let Some((r, _)) = &taken {
-                    if let Some(p) = s.parts.get_mut(&(r.topic.clone(), r.partition)) {
+                    if let Some(p) = s.get_mut(&r.topic, r.partition) {
                         if p.paused && p.buffered() <= inner.config.buffer_per_partition / 2 {
                             p.paused = false;
                             resume = Some((r.topic.clone(), r.partition));
@@ -512,7 +511,7 @@ impl Transport for KafkaTransport {
             Settle::Ack | Settle::Discard => inner.finish(token),
             Settle::Release => {
                 let mut s = lock(&inner.state);
-                match s.parts.get_mut(&(r.topic.clone(), r.partition)) {
+                match s.get_mut(&r.topic, r.partition) {
                     Some(p) if p.epoch == token.epoch => {
                         p.release(r.clone());
                         drop(s);
