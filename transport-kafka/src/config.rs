@@ -95,13 +95,8 @@ impl KafkaConfig {
 
     /// Reads and validates the `[transport]` table's settings.
     pub fn from_settings(settings: &toml::Table) -> Result<Self, TransportError> {
-        let config: KafkaConfig = serde_path_to_error::deserialize(toml::Value::Table(
-            settings.clone(),
-        ))
-        .map_err(|e| {
-            let path = e.path().to_string();
-            config_error(&path, e.into_inner())
-        })?;
+        let config: KafkaConfig =
+            parkway_core::config::TransportConfig::parse_settings(KIND, settings)?;
         config.validate()?;
         Ok(config)
     }

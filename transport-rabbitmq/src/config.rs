@@ -102,13 +102,8 @@ impl RabbitConfig {
 
     /// Reads and validates the `[transport]` table's settings.
     pub fn from_settings(settings: &toml::Table) -> Result<Self, TransportError> {
-        let config: RabbitConfig = serde_path_to_error::deserialize(toml::Value::Table(
-            settings.clone(),
-        ))
-        .map_err(|e| {
-            let path = e.path().to_string();
-            config_error(&path, e.into_inner())
-        })?;
+        let config: RabbitConfig =
+            parkway_core::config::TransportConfig::parse_settings(KIND, settings)?;
         config.validate()?;
         Ok(config)
     }

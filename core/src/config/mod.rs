@@ -41,6 +41,36 @@ pub struct TransportConfig {
     pub settings: toml::Table,
 }
 
+impl TransportConfig {
+    /// Reads `settings` into a transport's own settings type; an error names
+    /// the field as `transport.<field>` and is reported as the transport
+    /// `kind`'s configuration error.
+    ///
+    /// ```
+    /// #[derive(serde::Deserialize)]
+    /// struct S { queue: String }
+    /// let t: toml::Table = toml::from_str("queue = 3").unwrap();
+    /// let e = parkway_core::config::TransportConfig::parse_settings::<S>("demo", &t).err().unwrap();
+    /// assert!(e.to_string().contains("transport.queue"));
+    /// let t: toml::Table = toml::from_str("queue = \"orders\"").unwrap();
+    /// let s: S = parkway_core::config::TransportConfig::parse_settings("demo", &t).unwrap();
+    /// assert_eq!(s.queue, "orders");
+    /// ```
+    pub fn parse_settings<T: serde::de::DeserializeOwned>(
+        kind: &'static str,
+        settings: &toml::Table,
+    ) -> Result<T, crate::TransportError> {
+        serde_path_to_error::deserialize(toml::Value::Table(settings.clone())).map_err(|e| {
+            let field = e.path().to_string();
+            crate::TransportError::new(
+                kind,
+                crate::ErrorKind::Config,
+                format!("transport.{field}: {}", e.into_inner()),
+            )
+        })
+    }
+}
+
 /// Worker settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
