@@ -147,7 +147,7 @@ async fn kill_nine_mid_run_loses_nothing() {
     }
     let p = policy();
     let t = crate::transport(&p, 3, |_| {}).await;
-    let topic = t.describe_topic();
+    let topic = t.topic();
     publish_all(&t).await;
     let log = std::env::temp_dir().join(format!("parkway-kill9-{topic}.log"));
     let worker = spawn_child(&topic, &log);
@@ -200,7 +200,7 @@ async fn a_rebalance_mid_retries_loses_nothing() {
     )
     .await;
     // A second member joins the group: partitions move mid-retry.
-    let topic = a.describe_topic();
+    let topic = a.topic();
     let mut config =
         parkway_kafka::KafkaConfig::new(crate::bootstrap(), format!("{topic}-group"), topic);
     config

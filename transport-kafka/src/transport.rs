@@ -186,7 +186,7 @@ impl KafkaTransport {
     }
 
     /// The source topic.
-    pub fn describe_topic(&self) -> String {
+    pub fn topic(&self) -> String {
         self.inner.config.topic.clone()
     }
 
