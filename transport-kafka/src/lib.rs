@@ -18,6 +18,8 @@
 
 mod admin;
 mod config;
+mod control;
+mod halt;
 mod headers;
 mod parking;
 mod tiers;
@@ -25,6 +27,8 @@ mod transport;
 
 pub use admin::create_topic;
 pub use config::KafkaConfig;
+pub use control::OperatorAction;
+pub use halt::HaltedRecord;
 pub use parkway_core::TopologyMode;
 pub use tiers::{MAX_DELAY, TierPlan};
 pub use transport::{CORRELATION_ID, KafkaTransport, MESSAGE_ID, MESSAGE_TYPE};
