@@ -88,7 +88,7 @@ pub fn precision_report(mut samples: Vec<(Duration, Duration)>) -> Vec<String> {
         .iter()
         .filter(|(d, e)| *e > Duration::from_millis(25).max(d.mul_f64(0.02)))
         .count();
-    vec![
+    let mut lines = vec![
         format!(
             "delay error    p50 {:?}  p99 {:?}  max {:?}",
             pct(0.5),
@@ -100,5 +100,27 @@ pub fn precision_report(mut samples: Vec<(Duration, Duration)>) -> Vec<String> {
             samples.len(),
             over as f64 * 100.0 / samples.len() as f64
         ),
-    ]
+    ];
+    // By delay, to tell a slow start (the first, shortest delays) from a
+    // slow tier.
+    for (lo, hi) in [(0, 250), (250, 1000), (1000, 10_000)] {
+        let (lo, hi) = (Duration::from_millis(lo), Duration::from_millis(hi));
+        let mut bucket: Vec<Duration> = samples
+            .iter()
+            .filter(|(d, _)| *d >= lo && *d < hi)
+            .map(|s| s.1)
+            .collect();
+        if bucket.is_empty() {
+            continue;
+        }
+        bucket.sort();
+        let at = |p: f64| bucket[((bucket.len() as f64 * p) as usize).min(bucket.len() - 1)];
+        lines.push(format!(
+            "delay error    delays {lo:?}–{hi:?}: {} samples, p50 {:?}  p99 {:?}",
+            bucket.len(),
+            at(0.5),
+            at(0.99)
+        ));
+    }
+    lines
 }

@@ -45,6 +45,11 @@ pub struct KafkaConfig {
     /// Records buffered per partition before it is paused.
     #[serde(default = "default_buffer")]
     pub buffer_per_partition: usize,
+    /// How long finished offsets gather before one commit carries them all
+    /// (`0s` commits each at once). Only the contiguous finished prefix is
+    /// ever committed; a crash redelivers at most this much more.
+    #[serde(default = "default_commit_interval", with = "humantime_serde")]
+    pub commit_interval: Duration,
     /// Passed to librdkafka as is (`"fetch.wait.max.ms" = "50"`); Parkway's
     /// own settings (group, offsets, idempotence) cannot be overridden.
     #[serde(default)]
@@ -57,6 +62,10 @@ fn default_timeout() -> Duration {
 
 fn default_buffer() -> usize {
     1000
+}
+
+fn default_commit_interval() -> Duration {
+    Duration::from_millis(5)
 }
 
 fn config_error(field: &str, why: impl fmt::Display) -> TransportError {
@@ -89,6 +98,7 @@ impl KafkaConfig {
             topology: TopologyMode::Declare,
             produce_timeout: default_timeout(),
             buffer_per_partition: default_buffer(),
+            commit_interval: default_commit_interval(),
             librdkafka: BTreeMap::new(),
         }
     }
@@ -132,6 +142,12 @@ impl KafkaConfig {
         }
         if self.buffer_per_partition == 0 {
             return Err(config_error("buffer_per_partition", "must be at least 1"));
+        }
+        if self.commit_interval > Duration::from_secs(10) {
+            return Err(config_error(
+                "commit_interval",
+                "must be at most 10s (a crash redelivers up to this much work)",
+            ));
         }
         if let Some(k) = self
             .librdkafka
@@ -204,6 +220,7 @@ mod tests {
         let e = |x| parse(x).unwrap_err().to_string();
         assert!(e("topic2 = 1").contains("topic2"));
         assert!(e("buffer_per_partition = 0").contains("transport.buffer_per_partition"));
+        assert!(e("commit_interval = \"1m\"").contains("transport.commit_interval"));
         assert!(
             e("[librdkafka]\n\"enable.auto.commit\" = \"true\"")
                 .contains("librdkafka.enable.auto.commit")

@@ -20,6 +20,7 @@
 //!   compacted topic, so running it twice never replays a record twice.
 
 mod admin;
+mod commits;
 mod config;
 mod control;
 mod halt;

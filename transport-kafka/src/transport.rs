@@ -23,6 +23,7 @@ use tokio::{sync::Notify, task::JoinHandle, time::Instant};
 
 use crate::{
     KIND, KafkaConfig, TierPlan, admin,
+    commits::{self, Commits},
     headers::{for_copy, from_headers, to_headers},
     parking::KafkaParkingLot,
     state::{Record, State},
@@ -39,6 +40,7 @@ pub(crate) struct Token {
 /// assigned ones start clean.
 pub(crate) struct Ctx {
     state: Arc<Mutex<State>>,
+    commits: Arc<Commits>,
     ready: Arc<Notify>,
     source: String,
 }
@@ -46,8 +48,12 @@ pub(crate) struct Ctx {
 impl ClientContext for Ctx {}
 
 impl ConsumerContext for Ctx {
-    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(tpl) = rebalance {
+            // What finished here is committed before the partition goes,
+            // so its new owner does not redo it.
+            let finished = self.commits.take(Some(tpl));
+            commits::commit(consumer, &finished, CommitMode::Sync);
             let mut s = lock(&self.state);
             for e in tpl.elements() {
                 s.revoke(e.topic(), e.partition());
@@ -86,9 +92,11 @@ pub(crate) struct Inner {
     pub(crate) producer: FutureProducer,
     pub(crate) state: Arc<Mutex<State>>,
     pub(crate) ready: Arc<Notify>,
+    pub(crate) commits: Arc<Commits>,
     closed: AtomicBool,
     pump: Mutex<Option<JoinHandle<()>>>,
-    control: Mutex<Option<JoinHandle<()>>>,
+    /// The control-topic listener and the committer.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// The Kafka transport of one source topic.
@@ -133,8 +141,10 @@ impl KafkaTransport {
         admin::ensure(&config, &plan, &producer).await?;
         let state = Arc::new(Mutex::new(State::default()));
         let ready = Arc::new(Notify::new());
+        let commits = Arc::new(Commits::default());
         let ctx = Ctx {
             state: state.clone(),
+            commits: commits.clone(),
             ready: ready.clone(),
             source: config.topic.clone(),
         };
@@ -153,9 +163,10 @@ impl KafkaTransport {
             producer,
             state,
             ready,
+            commits,
             closed: AtomicBool::new(false),
             pump: Mutex::new(None),
-            control: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
         });
         Ok(KafkaTransport {
             lot: KafkaParkingLot::new(inner.clone()),
@@ -210,14 +221,20 @@ impl KafkaTransport {
         {
             p.abort();
         }
-        if let Some(c) = self
-            .inner
-            .control
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            c.abort();
+        let tasks =
+            std::mem::take(&mut *self.inner.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            t.abort();
+        }
+        // Commit what finished before leaving the group (a blocking call).
+        let inner = self.inner.clone();
+        let flushed = tokio::task::spawn_blocking(move || {
+            let finished = inner.commits.take(None);
+            commits::commit(inner.consumer.as_ref(), &finished, CommitMode::Sync);
+        })
+        .await;
+        if let Err(e) = flushed {
+            tracing::warn!(error = %e, "the final offset commit did not run; a restart redelivers those records");
         }
         self.inner.consumer.unsubscribe();
     }
@@ -358,12 +375,17 @@ impl Inner {
             .subscribe(&refs)
             .map_err(|e| kafka_error("subscribe", e))?;
         *pump_slot = Some(tokio::spawn(pump(self.clone())));
-        let control = tokio::spawn(crate::control::listen(self.clone()));
-        *self.control.lock().unwrap_or_else(|p| p.into_inner()) = Some(control);
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.push(tokio::spawn(crate::control::listen(self.clone())));
+        tasks.push(tokio::spawn(commits::run(self.clone())));
         Ok(())
     }
 
     pub(crate) fn commit(&self, topic: &str, partition: i32, next: i64) {
+        if !self.config.commit_interval.is_zero() {
+            self.commits.record(topic, partition, next);
+            return;
+        }
         let mut tpl = TopicPartitionList::new();
         if tpl
             .add_partition_offset(topic, partition, Offset::Offset(next))
