@@ -1,8 +1,8 @@
 //! The SQS client, and SDK errors as transport errors.
 //!
 //! Region and credentials come from the standard AWS chain; the settings
-//! may override the region and endpoint, or ask for unsigned requests (an
-//! emulator). Nothing here logs a credential: the SDK's own errors are
+//! may override the region and endpoint, or ask for an emulator's
+//! placeholder keys. Nothing here logs a credential: the SDK's own errors are
 //! reported through `DisplayErrorContext`, which names the failure, not the
 //! signing keys.
 
@@ -34,8 +34,16 @@ pub(crate) async fn build(config: &SqsConfig) -> Client {
     if let Some(endpoint) = &config.endpoint {
         loader = loader.endpoint_url(endpoint);
     }
-    if config.credentials == CredentialSource::None {
-        loader = loader.no_credentials();
+    if config.credentials == CredentialSource::Emulator {
+        // Not a secret: emulators accept any key, and AWS rejects this one.
+        let placeholder = aws_sdk_sqs::config::Credentials::new(
+            "parkway-emulator",
+            "parkway-emulator",
+            None,
+            None,
+            "parkway-emulator",
+        );
+        loader = loader.credentials_provider(placeholder);
     }
     Client::new(&loader.load().await)
 }

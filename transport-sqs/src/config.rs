@@ -4,8 +4,8 @@
 //! `declare` mode) or given as URLs. Region and credentials come from the
 //! standard AWS chain (environment, profile, web identity, container, IMDS);
 //! `region` and `endpoint` only override it, and no credential is ever a
-//! setting here. `credentials = "none"` sends requests unsigned, which only
-//! an emulator accepts.
+//! setting here. `credentials = "emulator"` signs with fixed placeholder
+//! keys that only an emulator accepts (no real secret is involved).
 
 use std::{fmt, time::Duration};
 
@@ -35,8 +35,9 @@ pub enum CredentialSource {
     /// The standard AWS chain.
     #[default]
     Chain,
-    /// Unsigned requests (emulators only).
-    None,
+    /// Fixed placeholder keys, for an emulator (LocalStack, moto), which
+    /// accepts any; never valid on AWS.
+    Emulator,
 }
 
 /// SQS transport settings.
@@ -68,7 +69,7 @@ pub struct SqsConfig {
     /// Overrides the endpoint (an emulator, a VPC endpoint).
     #[serde(default)]
     pub endpoint: Option<String>,
-    /// `chain` (default) or `none` (unsigned, emulators only).
+    /// `chain` (default) or `emulator` (placeholder keys, emulators only).
     #[serde(default)]
     pub credentials: CredentialSource,
     /// Create or verify the queues and their redrive policy.
