@@ -11,9 +11,11 @@
 //!   attempt.
 //!
 //! The original is deleted only after SQS accepted its copy; if anything
-//! fails the delivery goes back to the worker unsettled. Visibility is whole
-//! seconds: a retry is made visible at the whole second below its delay and
-//! the worker waits out the rest from the envelope's due time.
+//! fails the delivery goes back to the worker unsettled. Visibility and
+//! `DelaySeconds` are whole seconds, and SQS (and its emulators) may return
+//! a message up to a second after it became visible: a retry is asked for
+//! [`LEAD`] less than its delay, rounded down, and the worker waits out the
+//! rest from the envelope's due time — exact to milliseconds.
 
 use std::time::Duration;
 
@@ -36,6 +38,9 @@ pub(crate) enum Target<'a> {
     /// The dead-letter queue.
     DeadLetter,
 }
+
+/// How much earlier than its delay a retry is made visible (see above).
+pub(crate) const LEAD: Duration = Duration::from_secs(1);
 
 fn secs(d: Duration) -> i32 {
     i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
@@ -61,7 +66,7 @@ impl Inner {
             Settle::Retry { delay, headers } => match self.config.retry_mode {
                 RetryMode::Visibility => {
                     let before = self.memo.retried(&token.sqs_id, headers);
-                    let wait = (*delay).min(MAX_VISIBILITY);
+                    let wait = delay.saturating_sub(LEAD).min(MAX_VISIBILITY);
                     let result = self.change_visibility(token, wait).await;
                     if result.is_err() {
                         self.memo.restore(&token.sqs_id, before);
@@ -71,7 +76,7 @@ impl Inner {
                 RetryMode::Resend => {
                     let dedup = fresh_dedup(&token.sqs_id);
                     let target = Target::Source {
-                        delay: (*delay).min(MAX_SEND_DELAY),
+                        delay: delay.saturating_sub(LEAD).min(MAX_SEND_DELAY),
                         dedup: &dedup,
                     };
                     self.send_copy(

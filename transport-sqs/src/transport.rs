@@ -190,10 +190,11 @@ impl Transport for SqsTransport {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             max_delay: Some(self.inner.config.max_delay()),
-            // Whole seconds from SQS; the worker waits out the rest from the
-            // envelope's due time when this process made the retry.
+            // A retry returns up to `LEAD` plus a second early; the worker
+            // waits out the rest from the due time (exact when this process
+            // made the retry or it was re-sent).
             delay_mode: DelayMode::Exact {
-                granularity: Duration::from_secs(1),
+                granularity: crate::settle::LEAD + Duration::from_secs(1),
             },
             ordered: self.inner.config.is_fifo(),
             native_redrive: true,
