@@ -2,9 +2,9 @@
 //! emulator, same run.
 //!
 //! 1. Happy path: N messages. Raw: `pollers` loops of ReceiveMessage (10)
-//!    + DeleteMessageBatch. Engine: a `Worker` on an `SqsTransport` with the
-//!    same pollers and batch size, handler `Ok`. Goal ≥ 0.95 (the emulator,
-//!    not the engine, should be the limit).
+//!    then DeleteMessageBatch. Engine: a `Worker` on an `SqsTransport` with
+//!    the same pollers and batch size, handler `Ok`. Goal ≥ 0.95 (the
+//!    emulator, not the engine, should be the limit).
 //! 2. Visibility back-off precision: 100 messages fail six times each on an
 //!    exponential 100 ms ×2 backoff with ±20 % jitter (capped at 5 s),
 //!    retried by ChangeMessageVisibility; error = time from a failure to the

@@ -35,7 +35,7 @@ async fn a_handler_slower_than_the_visibility_timeout_runs_once() {
     let a = crate::transport(&p, |c| c.visibility_timeout = Duration::from_secs(2)).await;
     // A second consumer of the same queue: it would take any message whose
     // lease ran out.
-    let mut bc = crate::config_for(&a.queue_url().rsplit('/').next().unwrap().to_owned());
+    let mut bc = crate::config_for(a.queue_url().rsplit('/').next().unwrap());
     bc.visibility_timeout = Duration::from_secs(2);
     let b = crate::connect(bc, &p).await;
     for i in 0..3 {

@@ -222,3 +222,55 @@ async fn change(client: &Client, url: &str, entries: Vec<Entry>) {
         Err(e) => fail_all(entries, &error("change visibility of a batch", e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_entry_gets_its_own_answer() {
+        let mut entries = Vec::new();
+        let mut answers = Vec::new();
+        for i in 0..3 {
+            let (reply, answer) = oneshot::channel();
+            entries.push(Entry {
+                receipt: format!("r{i}"),
+                op: Op::Delete,
+                reply,
+            });
+            answers.push(answer);
+        }
+        // Entry 0 succeeded, 1 failed, 2 was not mentioned at all.
+        answer(
+            entries,
+            &["0"],
+            &[("1", "ReceiptHandleIsInvalid gone".into())],
+            "delete",
+        );
+        let mut results = Vec::new();
+        for a in answers {
+            results.push(a.await.unwrap());
+        }
+        assert!(results[0].is_ok());
+        let e1 = results[1].as_ref().unwrap_err().to_string();
+        assert!(e1.contains("ReceiptHandleIsInvalid"), "{e1}");
+        let e2 = results[2].as_ref().unwrap_err().to_string();
+        assert!(e2.contains("did not report"), "{e2}");
+    }
+
+    #[test]
+    fn a_failed_call_fails_every_entry_with_its_kind() {
+        let (reply, mut answer) = oneshot::channel();
+        let e = TransportError::new(KIND, ErrorKind::Timeout, "no answer");
+        fail_all(
+            vec![Entry {
+                receipt: "r".into(),
+                op: Op::Visibility(3),
+                reply,
+            }],
+            &e,
+        );
+        let got = answer.try_recv().unwrap().unwrap_err();
+        assert_eq!(got.kind(), ErrorKind::Timeout);
+    }
+}
