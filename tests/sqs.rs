@@ -97,6 +97,8 @@ mod fifo;
 mod heartbeat;
 #[path = "sqs/limits.rs"]
 mod limits;
+#[path = "sqs/move_task.rs"]
+mod move_task;
 #[path = "sqs/resend.rs"]
 mod resend;
 

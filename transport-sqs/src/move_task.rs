@@ -43,6 +43,7 @@ impl SqsTransport {
     /// Starts moving every message in the DLQ back to the source queue, at
     /// most `rate` per second (≤ 500; `None` lets SQS choose). Returns the
     /// task handle.
+    #[tracing::instrument(name = "parkway.sqs.start_move_task", skip(self))]
     pub async fn start_move_task(&self, rate: Option<u32>) -> Result<String, TransportError> {
         if rate.is_some_and(|r| r == 0 || r > MAX_MOVE_RATE) {
             return Err(TransportError::new(
@@ -97,6 +98,7 @@ impl SqsTransport {
     }
 
     /// Cancels a running move task; returns the messages moved so far.
+    #[tracing::instrument(name = "parkway.sqs.cancel_move_task", skip_all)]
     pub async fn cancel_move_task(&self, handle: &str) -> Result<i64, TransportError> {
         let out = self
             .inner

@@ -203,6 +203,7 @@ impl SqsParkingLot {
 
 #[async_trait]
 impl ParkingLot for SqsParkingLot {
+    #[tracing::instrument(name = "parkway.sqs.browse", skip_all, fields(dead_letter_queue = %self.inner.queues.dlq_url))]
     async fn browse(&self, limit: usize) -> Result<Vec<Parked>, TransportError> {
         let mut out: Vec<Parked> = Vec::new();
         let mut receipts = Vec::new();
@@ -231,6 +232,7 @@ impl ParkingLot for SqsParkingLot {
         Ok(out)
     }
 
+    #[tracing::instrument(name = "parkway.sqs.sweep", skip_all, fields(dead_letter_queue = %self.inner.queues.dlq_url))]
     async fn sweep(&self, selector: &mut dyn Selector) -> Result<(), TransportError> {
         let mut kept = Vec::new();
         let mut seen = HashSet::new();

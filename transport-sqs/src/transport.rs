@@ -48,6 +48,7 @@ impl SqsTransport {
     /// Connects and creates (or verifies) the source queue and its DLQ for
     /// `policies`: the redrive policy's `maxReceiveCount` is the largest
     /// `max_attempts` plus `receive_margin`.
+    #[tracing::instrument(name = "parkway.sqs.connect", skip_all, fields(queue = %config.queue))]
     pub async fn connect<'a>(
         config: SqsConfig,
         policies: impl IntoIterator<Item = &'a RetryPolicy>,
