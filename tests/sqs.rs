@@ -101,6 +101,8 @@ mod limits;
 mod move_task;
 #[path = "sqs/resend.rs"]
 mod resend;
+#[path = "sqs/short_delay.rs"]
+mod short_delay;
 #[path = "sqs/topology.rs"]
 mod topology;
 

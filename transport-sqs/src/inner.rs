@@ -61,6 +61,24 @@ pub(crate) struct Token {
     room: Arc<Semaphore>,
 }
 
+impl Token {
+    /// The same received message under a new lease (a re-delivery by this
+    /// process). The caller takes an in-flight slot for it.
+    pub(crate) fn again(&self, lease: u64) -> Token {
+        Token {
+            lease,
+            receipt: self.receipt.clone(),
+            sqs_id: self.sqs_id.clone(),
+            body: self.body.clone(),
+            attributes: self.attributes.clone(),
+            group: self.group.clone(),
+            dedup: self.dedup.clone(),
+            leases: self.leases.clone(),
+            room: self.room.clone(),
+        }
+    }
+}
+
 impl Drop for Token {
     fn drop(&mut self) {
         self.leases.remove(self.lease);

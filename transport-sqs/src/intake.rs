@@ -68,7 +68,12 @@ impl Intake {
         lock(&self.failure).take().map(Err)
     }
 
-    fn push(&self, deliveries: Vec<Delivery>) {
+    /// Whether the pollers run (between the first `receive` and a stop).
+    pub(crate) fn is_running(&self) -> bool {
+        !self.closed.load(Ordering::SeqCst) && !lock(&self.pollers).is_empty()
+    }
+
+    pub(crate) fn push(&self, deliveries: Vec<Delivery>) {
         lock(&self.buffer).extend(deliveries);
         self.ready.notify_waiters();
     }

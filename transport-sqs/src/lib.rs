@@ -31,6 +31,7 @@ mod lease;
 mod memo;
 mod move_task;
 mod parking;
+mod redeliver;
 mod settle;
 mod topology;
 mod transport;

@@ -13,7 +13,7 @@ use parkway_core::{
 use tokio::sync::Semaphore;
 
 use crate::{
-    KIND, SqsConfig,
+    KIND, RetryMode, SqsConfig,
     attributes::from_headers,
     batch::Batcher,
     client,
@@ -22,6 +22,7 @@ use crate::{
     lease::{Leases, heartbeat},
     memo::Memo,
     parking::SqsParkingLot,
+    redeliver::IN_PROCESS_BELOW,
     settle::{DEFAULT_GROUP, fresh_dedup},
     topology,
 };
@@ -221,6 +222,17 @@ impl Transport for SqsTransport {
 
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
         let name = action.name();
+        if let (Settle::Retry { delay, headers }, RetryMode::Visibility) =
+            (&action, self.inner.config.retry_mode)
+        {
+            if *delay < IN_PROCESS_BELOW {
+                if let Some(token) = delivery.token::<Token>() {
+                    self.inner
+                        .retry_in_process(&delivery, token, *delay, headers);
+                    return Ok(());
+                }
+            }
+        }
         let result = match delivery.token::<Token>() {
             Some(token) => self.inner.settle_token(token, &action).await,
             None => Err(foreign()),
