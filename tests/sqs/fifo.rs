@@ -21,7 +21,9 @@ fn ordered() -> RetryPolicy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_head_blocks_only_its_group() {
     let p = ordered();
-    let t = crate::transport(&p, |_| {}).await;
+    // Pauses as long as the lease: only the heartbeat keeps a2 (and a3, a4
+    // queued behind it) from reappearing while the worker waits.
+    let t = crate::transport(&p, |c| c.visibility_timeout = Duration::from_secs(2)).await;
     assert!(t.queue_url().ends_with(".fifo"));
     let q = crate::queue(&t);
     let a = [("a1", "ok"), ("a2", "fail:2"), ("a3", "ok"), ("a4", "ok")];

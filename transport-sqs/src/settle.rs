@@ -142,25 +142,6 @@ impl Inner {
         result
     }
 
-    /// Keeps a received message hidden for `duration` more than now, plus
-    /// one visibility timeout (the worker holds it in process).
-    pub(crate) async fn hold_token(
-        &self,
-        token: &Token,
-        duration: Duration,
-    ) -> Result<(), TransportError> {
-        let _shared = self.leases.gate.read().await;
-        let wait = (duration + self.config.visibility_timeout).min(MAX_VISIBILITY);
-        // Round up: a hold must not end early.
-        let whole = Duration::from_secs(wait.as_secs() + u64::from(wait.subsec_nanos() > 0));
-        self.batcher
-            .submit(&token.receipt, Op::Visibility(secs(whole)))
-            .await?;
-        self.leases
-            .extended(token.lease, &token.receipt, Instant::now() + whole);
-        Ok(())
-    }
-
     /// Sends a copy of a message — the body byte for byte, the original
     /// attributes, the envelope from `headers` — and returns once SQS
     /// accepted it.

@@ -244,9 +244,12 @@ impl Transport for SqsTransport {
         })
     }
 
-    async fn hold(&self, delivery: &Delivery, duration: Duration) -> Result<(), TransportError> {
-        let token = delivery.token::<Token>().ok_or_else(foreign)?;
-        self.inner.hold_token(token, duration).await
+    /// Nothing to do: the heartbeat renews the lease of every message this
+    /// transport received and has not settled, however long the worker
+    /// keeps it. (A visibility change here would cost the worker a round
+    /// trip before every wait.)
+    async fn hold(&self, delivery: &Delivery, _duration: Duration) -> Result<(), TransportError> {
+        delivery.token::<Token>().map(|_| ()).ok_or_else(foreign)
     }
 
     async fn stop_receiving(&self) {
