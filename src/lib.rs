@@ -6,7 +6,7 @@
 //!
 //! This facade re-exports [`parkway_core`] and turns a config file's
 //! `[transport]` table into a transport with [`connect`]. Broker transports
-//! are cargo features: `rabbitmq`, `kafka`.
+//! are cargo features: `rabbitmq`, `kafka`, `sqs`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,6 +31,9 @@ pub use parkway_rabbitmq as rabbitmq;
 #[cfg(feature = "kafka")]
 pub use parkway_kafka as kafka;
 
+#[cfg(feature = "sqs")]
+pub use parkway_sqs as sqs;
+
 use std::sync::Arc;
 
 use parkway_core::{config::Config, memory::MemoryTransport};
@@ -40,6 +43,7 @@ pub const KINDS: &[(&str, Option<&str>)] = &[
     ("memory", None),
     ("rabbitmq", Some("rabbitmq")),
     ("kafka", Some("kafka")),
+    ("sqs", Some("sqs")),
 ];
 
 /// Why [`connect`] could not produce a transport.
@@ -80,7 +84,7 @@ pub enum ConnectError {
 ///
 /// `memory` reads one optional setting, `queue` (default `"parkway"`);
 /// `rabbitmq` reads `parkway_rabbitmq::RabbitConfig`, `kafka` reads
-/// `parkway_kafka::KafkaConfig`.
+/// `parkway_kafka::KafkaConfig`, `sqs` reads `parkway_sqs::SqsConfig`.
 pub async fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError> {
     let t = &config.transport;
     match t.kind.as_str() {
@@ -97,6 +101,13 @@ pub async fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError
             let settings = parkway_kafka::KafkaConfig::from_settings(&t.settings)?;
             let policies: Vec<&RetryPolicy> = config.router.policies().map(|p| &p.policy).collect();
             let transport = parkway_kafka::KafkaTransport::connect(settings, policies).await?;
+            Ok(Arc::new(transport))
+        }
+        #[cfg(feature = "sqs")]
+        "sqs" => {
+            let settings = parkway_sqs::SqsConfig::from_settings(&t.settings)?;
+            let policies: Vec<&RetryPolicy> = config.router.policies().map(|p| &p.policy).collect();
+            let transport = parkway_sqs::SqsTransport::connect(settings, policies).await?;
             Ok(Arc::new(transport))
         }
         other => match KINDS.iter().find(|k| k.0 == other) {
@@ -159,6 +170,20 @@ mod tests {
     async fn a_transport_not_compiled_in_names_its_feature() {
         let e = connect(&config("kind = \"rabbitmq\"")).await.unwrap_err();
         assert!(e.to_string().contains("`rabbitmq` feature"), "{e}");
+    }
+
+    #[cfg(feature = "sqs")]
+    #[tokio::test]
+    async fn bad_sqs_settings_are_named() {
+        let e = connect(&config(
+            "kind = \"sqs\"\nqueue = \"orders\"\nvisibility_timeout = \"0s\"",
+        ))
+        .await
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("transport.visibility_timeout"),
+            "{e}"
+        );
     }
 
     #[cfg(feature = "rabbitmq")]
