@@ -200,6 +200,7 @@ impl Transport for SqsTransport {
             },
             ordered: self.inner.config.is_fifo(),
             native_redrive: true,
+            halts_in_place: false,
         }
     }
 
