@@ -20,12 +20,14 @@ mod admin;
 mod config;
 mod headers;
 mod parking;
+mod plan;
 mod tiers;
 mod transport;
 
 pub use admin::create_topic;
 pub use config::KafkaConfig;
 pub use parkway_core::TopologyMode;
+pub use plan::plan;
 pub use tiers::{MAX_DELAY, TierPlan};
 pub use transport::{CORRELATION_ID, KafkaTransport, MESSAGE_ID, MESSAGE_TYPE};
 
