@@ -6,7 +6,7 @@
 //! started from the same file does.
 
 use parkway_core::{
-    PlanError, PolicyPlan, RetryPolicy, Transport, config::Config, memory::MemoryTransport,
+    PlanError, PolicyPlan, Transport, config::Config, memory::MemoryTransport,
     transport::TopologyPlan,
 };
 
@@ -26,7 +26,8 @@ use crate::{ConnectError, KINDS};
 pub fn plan(config: &Config) -> Result<TopologyPlan, ConnectError> {
     let t = &config.transport;
     #[cfg(any(feature = "rabbitmq", feature = "kafka"))]
-    let policies: Vec<&RetryPolicy> = config.router.policies().map(|p| &p.policy).collect();
+    let policies: Vec<&parkway_core::RetryPolicy> =
+        config.router.policies().map(|p| &p.policy).collect();
     match t.kind.as_str() {
         "memory" => {
             let queue = crate::memory_queue(t)?;

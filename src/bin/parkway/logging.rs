@@ -4,6 +4,8 @@
 //! JSON a script reads). By default only warnings and the redrive audit line
 //! (`parkway::audit`) are shown.
 
+use std::io::IsTerminal;
+
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::{filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
@@ -30,7 +32,12 @@ pub(crate) fn init(format: Format, verbose: u8) {
     let registry = tracing_subscriber::registry().with(targets);
     let result = match format {
         Format::Human => registry
-            .with(fmt::layer().with_writer(std::io::stderr).with_target(true))
+            .with(
+                fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::stderr().is_terminal())
+                    .with_target(true),
+            )
             .try_init(),
         Format::Json => registry
             .with(fmt::layer().json().with_writer(std::io::stderr))
