@@ -110,12 +110,12 @@ impl Outcomes {
     /// Prints one line per message: handled, retried, the end and reason.
     pub fn print(&self) {
         println!(
-            "  {:<14} {:>7} {:>7}  {:<10} {}",
+            "  {:<18} {:>7} {:>7}  {:<10} {}",
             "MESSAGE", "HANDLED", "RETRIED", "OUTCOME", "LAST FAILURE"
         );
         for (id, o) in self.snapshot() {
             println!(
-                "  {:<14} {:>7} {:>7}  {:<10} {}",
+                "  {:<18} {:>7} {:>7}  {:<10} {}",
                 id,
                 o.handled,
                 o.retried,
