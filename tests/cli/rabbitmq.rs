@@ -308,3 +308,65 @@ async fn an_unreachable_broker_is_exit_2_naming_it() {
         "the password is never shown: {err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_that_fails_again_stops_the_redrive_with_exit_3() {
+    let (t, c) = setup().await;
+    parked(&t, &["DOWNSTREAM_TIMEOUT"; 4]).await;
+    // A consumer whose fix did not work: every replayed message fails again.
+    let consumer = {
+        let t = t.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(d)) = t.receive().await {
+                park_again(&t, d).await;
+            }
+        })
+    };
+    let o = run(args(&[
+        "parked",
+        "redrive",
+        "--config",
+        c.path(),
+        "--operator",
+        "ops-alice",
+        "--replay-reason",
+        "trying the fix",
+        "--canary",
+        "1",
+        "--canary-wait",
+        "2s",
+        "-o",
+        "json",
+    ]))
+    .await;
+    assert_exit(&o, 3);
+    let r = json(&o);
+    assert_eq!(
+        (r["moved"].as_u64(), r["failed_again"].as_u64()),
+        (Some(1), Some(1)),
+        "{r}"
+    );
+    assert!(
+        r["aborted"].as_str().unwrap_or("").contains("canary"),
+        "{r}"
+    );
+    assert_eq!(
+        lot_ids(&t).await.len(),
+        4,
+        "the canary is parked again; the rest never moved"
+    );
+    consumer.abort();
+    teardown(&t).await;
+}
+
+/// Parks a delivery again as a failed attempt of the replayed message.
+async fn park_again(t: &RabbitTransport, d: parkway::Delivery) {
+    let mut headers = d.message.headers.clone();
+    let mut env = Envelope::decode(&headers);
+    env.attempts = 1;
+    env.reason = Some(parkway::Reason::parse("DOWNSTREAM_TIMEOUT").unwrap());
+    env.encode(&mut headers, &parkway::EnvelopeLimits::default());
+    t.settle(d, parkway::Settle::Park { headers })
+        .await
+        .unwrap();
+}
