@@ -5,8 +5,10 @@
 //! backoff with jitter → park → redrive** — whatever the broker.
 //!
 //! This facade re-exports [`parkway_core`] and turns a config file's
-//! `[transport]` table into a transport with [`connect`]. Broker transports
-//! are cargo features: `rabbitmq`, `kafka`.
+//! `[transport]` table into a transport with [`connect`] — or, without a
+//! broker, into the plan that transport would build with [`plan`]. Broker
+//! transports are cargo features: `rabbitmq`, `kafka`. The `cli` feature
+//! (on by default) builds the `parkway` operator binary.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
