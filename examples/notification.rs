@@ -80,18 +80,18 @@ async fn queue(
         .map_err(|e| format!("{e}\n  is RabbitMQ running? scripts/rabbitmq-start starts it").into())
 }
 
+/// A running worker and the switch that stops it.
+type Running = (
+    JoinHandle<Result<RunSummary, WorkerError>>,
+    tokio::sync::oneshot::Sender<()>,
+);
+
 fn start(
     transport: &RabbitTransport,
     service: &'static str,
     config: &Config,
     outcomes: &Outcomes,
-) -> Result<
-    (
-        JoinHandle<Result<RunSummary, WorkerError>>,
-        tokio::sync::oneshot::Sender<()>,
-    ),
-    Box<dyn std::error::Error>,
-> {
+) -> Result<Running, Box<dyn std::error::Error>> {
     let policy = config
         .router
         .policies()

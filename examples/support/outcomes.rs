@@ -110,8 +110,8 @@ impl Outcomes {
     /// Prints one line per message: handled, retried, the end and reason.
     pub fn print(&self) {
         println!(
-            "  {:<18} {:>7} {:>7}  {:<10} {}",
-            "MESSAGE", "HANDLED", "RETRIED", "OUTCOME", "LAST FAILURE"
+            "  {:<18} {:>7} {:>7}  {:<10} LAST FAILURE",
+            "MESSAGE", "HANDLED", "RETRIED", "OUTCOME"
         );
         for (id, o) in self.snapshot() {
             println!(
