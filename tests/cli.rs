@@ -73,6 +73,7 @@ impl Drop for ConfigFile {
 pub(crate) const POLICY: &str =
     "max_attempts = 3\nbackoff = { kind = \"fixed\", delay = \"200ms\" }\n";
 
+#[cfg_attr(not(any(feature = "rabbitmq", feature = "kafka")), allow(dead_code))]
 /// Receives `reasons.len()` deliveries from `t` and parks each with an
 /// envelope for its reason (`DOWNSTREAM_*` transient, others permanent).
 pub(crate) async fn park_all(t: &dyn Transport, reasons: &[&str]) {
@@ -105,6 +106,7 @@ pub(crate) async fn park_all(t: &dyn Transport, reasons: &[&str]) {
     }
 }
 
+#[cfg_attr(not(any(feature = "rabbitmq", feature = "kafka")), allow(dead_code))]
 /// The parsed JSON of a command's stdout.
 pub(crate) fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
