@@ -2,9 +2,15 @@
 //!
 //! Logs go to stderr so that stdout stays the command's output (a table or
 //! JSON a script reads). By default only warnings and the redrive audit line
-//! (`parkway::audit`) are shown.
+//! (`parkway::audit`) are shown. While a progress bar is drawn, each log line
+//! is written with the bar suspended, so the two never overwrite each other.
 
-use std::io::IsTerminal;
+use std::{
+    io::{IsTerminal, Write},
+    sync::{Mutex, PoisonError},
+};
+
+use indicatif::ProgressBar;
 
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::{filter::Targets, fmt, layer::SubscriberExt, util::SubscriberInitExt};
@@ -34,16 +40,52 @@ pub(crate) fn init(format: Format, verbose: u8) {
         Format::Human => registry
             .with(
                 fmt::layer()
-                    .with_writer(std::io::stderr)
+                    .with_writer(Line::default)
                     .with_ansi(std::io::stderr().is_terminal())
                     .with_target(true),
             )
             .try_init(),
         Format::Json => registry
-            .with(fmt::layer().json().with_writer(std::io::stderr))
+            .with(fmt::layer().json().with_writer(Line::default))
             .try_init(),
     };
     if let Err(e) = result {
         eprintln!("warning: logging not set up: {e}");
+    }
+}
+
+/// The progress bar on screen, if any.
+static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Shows log lines around `bar` until it is cleared with `None`.
+pub(crate) fn set_bar(bar: Option<ProgressBar>) {
+    *BAR.lock().unwrap_or_else(PoisonError::into_inner) = bar;
+}
+
+/// One log event, written to stderr in one piece when dropped.
+#[derive(Default)]
+struct Line(Vec<u8>);
+
+impl Write for Line {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        let write = || {
+            let _ = std::io::stderr().write_all(&self.0);
+        };
+        let bar = BAR.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        match bar {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
     }
 }

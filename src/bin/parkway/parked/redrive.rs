@@ -16,7 +16,7 @@ use parkway::redrive::{Canary, RedriveOptions, RedriveReport, ReplayRequest, red
 use serde_json::json;
 
 use super::{filter::FilterArgs, progress::Ticking, view::Output};
-use crate::{ConfigArg, exit, exit::CliError, session};
+use crate::{ConfigArg, exit, exit::CliError, logging, session};
 
 /// `parkway parked redrive` arguments.
 #[derive(Debug, clap::Args)]
@@ -98,7 +98,9 @@ pub(crate) async fn run(args: &Args) -> Result<u8, CliError> {
         lot,
         bar: bar.clone(),
     };
+    logging::set_bar(Some(bar.clone()));
     let result = redrive(&ticking, &filter, &options, &replay, &config.limits).await;
+    logging::set_bar(None);
     bar.finish_and_clear();
     let report = result.map_err(|e| {
         CliError::transport(
