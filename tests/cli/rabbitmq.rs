@@ -370,3 +370,29 @@ async fn park_again(t: &RabbitTransport, d: parkway::Delivery) {
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_commands_never_declare_a_misspelt_queue() {
+    let queue = format!("pw-cli-missing-{:08x}", fastrand::u32(..));
+    let c = ConfigFile::new(
+        &format!(
+            "kind = \"rabbitmq\"\nurl = \"{}\"\nqueue = \"{queue}\"",
+            url()
+        ),
+        POLICY,
+    );
+    let o = run(args(&["parked", "list", "--config", c.path()])).await;
+    assert_exit(&o, 2);
+    assert!(
+        stderr(&o).contains(&queue),
+        "names the queue: {}",
+        stderr(&o)
+    );
+    let mut verify = RabbitConfig::new(url(), queue);
+    verify.topology = TopologyMode::Verify;
+    let once = RetryPolicy::builder().max_attempts(1).build().unwrap();
+    assert!(
+        RabbitTransport::connect(verify, [&once]).await.is_err(),
+        "list created nothing"
+    );
+}

@@ -32,8 +32,12 @@ pub(crate) fn init(format: Format, verbose: u8) {
         1 => LevelFilter::INFO,
         _ => LevelFilter::DEBUG,
     };
+    // The AMQP client logs a channel closed by a failed passive check as an
+    // error; the command's own error already says what is missing.
+    let client = if verbose == 0 { LevelFilter::OFF } else { level };
     let targets = Targets::new()
         .with_default(level)
+        .with_target("lapin", client)
         .with_target("parkway::audit", LevelFilter::INFO.max(level));
     let registry = tracing_subscriber::registry().with(targets);
     let result = match format {

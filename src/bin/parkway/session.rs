@@ -3,10 +3,14 @@
 //! Broker commands refuse the memory transport with an explanation rather
 //! than a fake answer: its queue and parking lot live inside the worker's
 //! process, so another process has nothing to read.
+//!
+//! The `parked` commands open the transport in verify mode and without the
+//! policies' delay tiers: an operator command never declares anything, so a
+//! misspelt queue or topic is an error naming it, not a new empty lot.
 
 use std::{path::Path, sync::Arc};
 
-use parkway::{Transport, config::Config};
+use parkway::{RetryPolicy, Transport, config::Config, worker::Router};
 
 use crate::exit::CliError;
 
@@ -39,6 +43,35 @@ pub(crate) async fn connect(config: &Config, path: &Path) -> Result<Arc<dyn Tran
                 "cannot open the {} transport of {}",
                 config.transport.kind,
                 path.display()
+            ),
+            &e,
+        )
+    })
+}
+
+/// Connects to the config's parking lot without declaring anything: verify
+/// mode, and one single-attempt policy (so no delay tiers are checked — they
+/// are the workers' business, and a parking lot does not need them).
+pub(crate) async fn connect_lot(
+    config: &Config,
+    path: &Path,
+) -> Result<Arc<dyn Transport>, CliError> {
+    let mut checked = config.clone();
+    checked.transport.settings.insert(
+        "topology".to_owned(),
+        toml::Value::String("verify".to_owned()),
+    );
+    let once = RetryPolicy::builder()
+        .max_attempts(1)
+        .build()
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    checked.router = Router::new("operator", once);
+    parkway::connect(&checked).await.map_err(|e| {
+        CliError::connect(
+            &format!(
+                "cannot open the parking lot of {} ({} transport; operator commands check, never declare: are the names right, and has a worker run?)",
+                path.display(),
+                config.transport.kind,
             ),
             &e,
         )

@@ -59,7 +59,7 @@ async fn browse(
     let config = session::load(path)?;
     let filter = filter.filter(SystemTime::now())?;
     session::needs_broker(&config, path, what)?;
-    let transport = session::connect(&config, path).await?;
+    let transport = session::connect_lot(&config, path).await?;
     let all = transport
         .parking_lot()
         .browse(scan)

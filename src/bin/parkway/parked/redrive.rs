@@ -70,7 +70,7 @@ pub(crate) async fn run(args: &Args) -> Result<u8, CliError> {
     let replay = ReplayRequest::new(&args.operator, &args.replay_reason)
         .map_err(|e| CliError::usage(e.to_string()))?;
     session::needs_broker(&config, path, "redrive")?;
-    let transport = session::connect(&config, path).await?;
+    let transport = session::connect_lot(&config, path).await?;
     let lot = transport.parking_lot();
     let bar = if std::io::stderr().is_terminal() && !args.dry_run {
         let matched = lot
