@@ -34,7 +34,11 @@ pub(crate) fn init(format: Format, verbose: u8) {
     };
     // The AMQP client logs a channel closed by a failed passive check as an
     // error; the command's own error already says what is missing.
-    let client = if verbose == 0 { LevelFilter::OFF } else { level };
+    let client = if verbose == 0 {
+        LevelFilter::OFF
+    } else {
+        level
+    };
     let targets = Targets::new()
         .with_default(level)
         .with_target("lapin", client)
