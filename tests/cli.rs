@@ -267,3 +267,18 @@ fn check_refuses_an_impossible_plan_naming_the_policy() {
         "{err}"
     );
 }
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    // `parkway check … | head -1`: the reader goes away before the output.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_parkway"))
+        .args(["check", "--config", "examples/parkway.toml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_exit(&o, 0);
+}

@@ -31,7 +31,7 @@ pub fn plan<'a>(
     let tiers = TierPlan::for_policies(policies.iter().copied());
     let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
     let mut declares = vec![format!(
-        "topic `{}`: the source topic — must exist already (Parkway never creates it); the others get its partition count",
+        "topic `{}`: the source topic — not created here, it must exist (its producers own it); the topics below get its partition count",
         config.topic
     )];
     for (topic, compacted) in admin::derived_topics(config, &tiers) {

@@ -13,8 +13,9 @@ use super::Capabilities;
 pub struct TopologyPlan {
     /// The transport kind.
     pub kind: &'static str,
-    /// What a connect in declare mode would create, one line per piece
-    /// (exchange, queue, topic), with its role.
+    /// The broker topology, one line per piece (exchange, queue, topic) with
+    /// its role: what a connect in declare mode creates, or verify mode
+    /// checks.
     pub declares: Vec<String>,
     /// Other facts of the plan (consumer mode, delay handling, limits).
     pub notes: Vec<String>,

@@ -25,10 +25,10 @@ pub(crate) fn run(args: &Args) -> Result<u8, CliError> {
         .map_err(|e| CliError::connect(&format!("{}: transport", path.display()), &e))?;
     let policies = parkway::check_policies(&config, &plan)
         .map_err(|e| CliError::usage(format!("{}: impossible plan: {e}", path.display())))?;
-    println!("{}: valid", path.display());
-    println!();
+    out!("{}: valid", path.display());
+    out!();
     print_transport(&plan);
-    println!();
+    out!();
     for p in &policies {
         print_policy(&config, p);
     }
@@ -37,14 +37,14 @@ pub(crate) fn run(args: &Args) -> Result<u8, CliError> {
 
 fn print_transport(plan: &TopologyPlan) {
     let caps = &plan.capabilities;
-    println!("transport {}", plan.kind);
+    out!("transport {}", plan.kind);
     for line in &plan.notes {
-        println!("  {line}");
+        out!("  {line}");
     }
     for line in &plan.declares {
-        println!("  declares {line}");
+        out!("  topology: {line}");
     }
-    println!(
+    out!(
         "  capabilities: longest delay {}, {}, ordered mode {}, native redrive {}",
         caps.max_delay.map_or_else(
             || "unlimited".to_owned(),
@@ -61,8 +61,8 @@ fn print_policy(config: &Config, plan: &PolicyPlan) {
         return;
     };
     let p: &RetryPolicy = &named.policy;
-    println!("policy `{}`", plan.policy);
-    println!(
+    out!("policy `{}`", plan.policy);
+    out!(
         "  attempts: {} local × {} broker; max age {}; max total delay {}; when spent: {}; ordering: {}",
         p.local_attempts(),
         p.max_attempts(),
@@ -88,7 +88,7 @@ fn print_policy(config: &Config, plan: &PolicyPlan) {
         })
         .collect();
     let more = if p.max_attempts() > 9 { ", …" } else { "" };
-    println!(
+    out!(
         "  delays before retries 1..: {}{more} (jitter {})",
         if delays.is_empty() {
             "none (one attempt)".to_owned()
@@ -104,12 +104,12 @@ fn print_policy(config: &Config, plan: &PolicyPlan) {
             r.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
         }
     };
-    println!(
+    out!(
         "  park at once on: {}; discard on: {}",
         codes(p.park_on()),
         codes(p.discard_on())
     );
-    println!(
+    out!(
         "  precision: longest delay {}, {}",
         humantime::format_duration(plan.longest_delay),
         precision(plan.delay_mode)

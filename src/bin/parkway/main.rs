@@ -7,9 +7,21 @@
 //! line in [`run`].
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a CLI prints
 
+/// `println!` that ends the process quietly on a closed pipe (see `output`).
+macro_rules! out {
+    () => { $crate::output::write(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::output::write(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` that ends the process quietly on a closed pipe (see `output`).
+macro_rules! out_raw {
+    ($($arg:tt)*) => { $crate::output::write(format_args!($($arg)*)) };
+}
+
 mod check;
 mod exit;
 mod logging;
+mod output;
 mod parked;
 mod session;
 mod topology;

@@ -36,19 +36,19 @@ fn plan(path: &Path) -> Result<u8, CliError> {
     let config = session::load(path)?;
     let plan = parkway::plan(&config)
         .map_err(|e| CliError::connect(&format!("{}: transport", path.display()), &e))?;
-    println!(
+    out!(
         "{} transport ({}) — plan only, nothing changed:",
         plan.kind,
         mode(&config)
     );
     if plan.declares.is_empty() {
-        println!("  nothing to declare");
+        out!("  nothing to declare");
     }
     for line in &plan.declares {
-        println!("  {line}");
+        out!("  {line}");
     }
     for line in &plan.notes {
-        println!("  note: {line}");
+        out!("  note: {line}");
     }
     Ok(exit::OK)
 }
@@ -56,9 +56,7 @@ fn plan(path: &Path) -> Result<u8, CliError> {
 async fn apply(path: &Path) -> Result<u8, CliError> {
     let config = session::load(path)?;
     if config.transport.kind == "memory" {
-        println!(
-            "memory transport: nothing to declare (the queue lives inside each worker's process)"
-        );
+        out!("memory transport: nothing to declare (the queue lives inside each worker's process)");
         return Ok(exit::OK);
     }
     #[cfg(feature = "rabbitmq")]
@@ -94,15 +92,15 @@ async fn apply_rabbitmq(config: &Config, path: &Path) -> Result<u8, CliError> {
 }
 
 fn print_applied(config: &Config, kind: &str, describe: &[String], waits: &[String]) {
-    println!(
+    out!(
         "{kind} transport ({}): topology in place on the broker",
         mode(config)
     );
     for line in describe {
-        println!("  {line}");
+        out!("  {line}");
     }
     for q in waits {
-        println!("  wait queue `{q}`: in place");
+        out!("  wait queue `{q}`: in place");
     }
 }
 

@@ -77,8 +77,8 @@ pub(crate) async fn list(args: &Args) -> Result<u8, CliError> {
     let (parked, scanned) = browse(&args.config, &args.filter, args.scan, "list").await?;
     let now = SystemTime::now();
     match args.output {
-        Output::Table => print!("{}", view::table(&parked, scanned, now)),
-        Output::Json => println!("{}", view::json_list(&parked, scanned, now)),
+        Output::Table => out_raw!("{}", view::table(&parked, scanned, now)),
+        Output::Json => out!("{}", view::json_list(&parked, scanned, now)),
     }
     Ok(exit::OK)
 }
@@ -102,16 +102,16 @@ pub(crate) async fn show(args: &ShowArgs) -> Result<u8, CliError> {
     match args.output {
         Output::Table => {
             for p in &parked {
-                println!("{}", view::detail(p, now, args.body));
+                out!("{}", view::detail(p, now, args.body));
             }
-            println!("{} parked message(s)", parked.len());
+            out!("{} parked message(s)", parked.len());
         }
         Output::Json => {
             let all: Vec<_> = parked
                 .iter()
                 .map(|p| view::json_one(p, now, true, args.body))
                 .collect();
-            println!("{}", serde_json::Value::Array(all));
+            out!("{}", serde_json::Value::Array(all));
         }
     }
     Ok(exit::OK)

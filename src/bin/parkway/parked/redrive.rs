@@ -143,7 +143,7 @@ fn code(report: &RedriveReport) -> u8 {
 
 fn print_report(r: &RedriveReport, args: &Args) {
     match args.output {
-        Output::Json => println!(
+        Output::Json => out!(
             "{}",
             json!({
                 "replay_id": r.replay_id,
@@ -161,14 +161,14 @@ fn print_report(r: &RedriveReport, args: &Args) {
             })
         ),
         Output::Table => {
-            println!("redrive {r}");
+            out!("redrive {r}");
             if r.dry_run {
                 let would = args.limit.map_or(r.matched, |l| l.min(r.matched));
-                println!("dry run: would move {would} message(s); nothing changed");
+                out!("dry run: would move {would} message(s); nothing changed");
             } else if let Some(why) = &r.aborted {
-                println!("stopped: {why}; the rest stay parked");
+                out!("stopped: {why}; the rest stay parked");
             } else if r.failed > 0 {
-                println!("{} move(s) failed; those messages stay parked", r.failed);
+                out!("{} move(s) failed; those messages stay parked", r.failed);
             }
         }
     }
