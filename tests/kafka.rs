@@ -72,6 +72,8 @@ mod crash;
 mod drill;
 #[path = "kafka/flood.rs"]
 mod flood;
+#[path = "kafka/halt.rs"]
+mod halt;
 #[path = "kafka/ledger.rs"]
 mod ledger;
 

@@ -46,12 +46,16 @@ pub(crate) fn partitions(
         .filter(|n| *n > 0))
 }
 
-/// Every topic the transport needs besides the source: tiers, dead letters
-/// and the replay index.
+/// Every topic the transport needs besides the source: tiers, dead letters,
+/// the replay index and the control topic.
 pub(crate) fn derived_topics(config: &KafkaConfig, plan: &TierPlan) -> Vec<(String, bool)> {
     plan.labels()
         .map(|l| (config.tier_topic(l), false))
-        .chain([(config.dlt(), false), (config.replayed_topic(), true)])
+        .chain([
+            (config.dlt(), false),
+            (config.replayed_topic(), true),
+            (config.control_topic(), false),
+        ])
         .collect()
 }
 

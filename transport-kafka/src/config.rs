@@ -158,6 +158,12 @@ impl KafkaConfig {
         format!("{}.replayed", self.dlt())
     }
 
+    /// The control topic: halt notices and operator actions (resume,
+    /// skip-to-dlt) for pause-partition consumers.
+    pub fn control_topic(&self) -> String {
+        format!("{}.control", self.topic)
+    }
+
     /// The retry-tier topic for a tier label (`1s`, `10s`, …).
     pub fn tier_topic(&self, label: &str) -> String {
         let prefix = self

@@ -9,7 +9,10 @@
 //!   never by sleeping in the poll loop — while other partitions flow.
 //! - **Pause-partition mode** (ordered policies, for ledgers): one record in
 //!   flight per partition; a failure is retried in place and nothing behind
-//!   it in that partition runs, while other partitions continue.
+//!   it in that partition runs, while other partitions continue. A spent
+//!   budget with `on_exhausted = "halt"` halts just that partition until an
+//!   operator resumes it or skips the record to the dead-letter topic, in
+//!   process or through the control topic (`<topic>.control`).
 //! - **Offsets**: only the contiguous prefix of finished records is
 //!   committed per partition; revoked partitions drop their in-flight state.
 //! - **Dead-letter topic** as the parking lot, reading Spring Kafka's
@@ -18,6 +21,8 @@
 
 mod admin;
 mod config;
+mod control;
+mod halt;
 mod headers;
 mod parking;
 mod plan;
@@ -26,6 +31,8 @@ mod transport;
 
 pub use admin::create_topic;
 pub use config::KafkaConfig;
+pub use control::OperatorAction;
+pub use halt::HaltedRecord;
 pub use parkway_core::TopologyMode;
 pub use plan::plan;
 pub use tiers::{MAX_DELAY, TierPlan};

@@ -42,13 +42,13 @@ impl std::fmt::Debug for KafkaParkingLot {
 }
 
 /// A record read back from a topic.
-struct Read {
-    partition: i32,
-    offset: i64,
-    key: Option<Vec<u8>>,
-    payload: Vec<u8>,
-    headers: Option<OwnedHeaders>,
-    timestamp: Option<i64>,
+pub(crate) struct Read {
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) headers: Option<OwnedHeaders>,
+    pub(crate) timestamp: Option<i64>,
 }
 
 fn err(doing: &str, e: impl std::error::Error + Send + Sync + 'static) -> TransportError {
@@ -62,7 +62,7 @@ impl KafkaParkingLot {
 
     /// Reads a whole topic from its low to its high watermarks, in
     /// partition and offset order.
-    async fn read_all(&self, topic: &str) -> Result<Vec<Read>, TransportError> {
+    pub(crate) async fn read_all(&self, topic: &str) -> Result<Vec<Read>, TransportError> {
         let config = &self.inner.config;
         let consumer: StreamConsumer = admin::client_config(config)
             .set("group.id", format!("parkway-browse-{}", fastrand_suffix()))
@@ -164,7 +164,7 @@ impl KafkaParkingLot {
     }
 }
 
-fn fastrand_suffix() -> u64 {
+pub(crate) fn fastrand_suffix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

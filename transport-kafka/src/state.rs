@@ -8,6 +8,9 @@
 
 use std::collections::VecDeque;
 
+use std::time::SystemTime;
+
+use parkway_core::envelope::Headers;
 use rdkafka::message::OwnedHeaders;
 use tokio::time::Instant;
 
@@ -22,6 +25,18 @@ pub(crate) struct Record {
     pub(crate) headers: Option<OwnedHeaders>,
     /// Retry records: when they may run.
     pub(crate) due: Option<Instant>,
+}
+
+/// A record whose policy spent its budget with `on_exhausted = "halt"`:
+/// still in flight (so nothing behind it runs in ordered mode and the
+/// commit cannot pass it), waiting for an operator.
+#[derive(Debug, Clone)]
+pub(crate) struct Halted {
+    pub(crate) record: Record,
+    /// The final envelope, for the dead-letter copy if the operator skips it.
+    pub(crate) headers: Headers,
+    pub(crate) reason: Option<String>,
+    pub(crate) since: SystemTime,
 }
 
 /// One assigned partition.
@@ -39,6 +54,7 @@ pub(crate) struct Partition {
     /// assignments; a repeat after a re-fetch is ignored).
     last_fetched: Option<i64>,
     pub(crate) paused: bool,
+    pub(crate) halted: Option<Halted>,
 }
 
 impl Partition {
@@ -51,6 +67,7 @@ impl Partition {
             in_flight: 0,
             last_fetched: None,
             paused: false,
+            halted: None,
         }
     }
 
@@ -183,6 +200,11 @@ impl State {
 
     pub(crate) fn next_due(&self) -> Option<Instant> {
         self.parts.iter().filter_map(|e| e.2.next_due()).min()
+    }
+
+    /// Every halted record of the partitions this consumer holds.
+    pub(crate) fn halted(&self) -> impl Iterator<Item = &Halted> {
+        self.parts.iter().filter_map(|e| e.2.halted.as_ref())
     }
 }
 

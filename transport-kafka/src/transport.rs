@@ -31,8 +31,8 @@ use crate::{
 /// What a delivery carries back to `settle`.
 #[derive(Debug)]
 pub(crate) struct Token {
-    record: Record,
-    epoch: u64,
+    pub(crate) record: Record,
+    pub(crate) epoch: u64,
 }
 
 /// Rebalance callbacks: revoked partitions drop their in-flight state,
@@ -74,20 +74,21 @@ impl ConsumerContext for Ctx {
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub(crate) struct Inner {
     pub(crate) config: KafkaConfig,
     pub(crate) plan: TierPlan,
-    ordered: bool,
-    consumer: Arc<StreamConsumer<Ctx>>,
+    pub(crate) ordered: bool,
+    pub(crate) consumer: Arc<StreamConsumer<Ctx>>,
     pub(crate) producer: FutureProducer,
-    state: Arc<Mutex<State>>,
-    ready: Arc<Notify>,
+    pub(crate) state: Arc<Mutex<State>>,
+    pub(crate) ready: Arc<Notify>,
     closed: AtomicBool,
     pump: Mutex<Option<JoinHandle<()>>>,
+    control: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The Kafka transport of one source topic.
@@ -96,7 +97,7 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct KafkaTransport {
     pub(crate) inner: Arc<Inner>,
-    lot: KafkaParkingLot,
+    pub(crate) lot: KafkaParkingLot,
 }
 
 impl std::fmt::Debug for KafkaTransport {
@@ -154,6 +155,7 @@ impl KafkaTransport {
             ready,
             closed: AtomicBool::new(false),
             pump: Mutex::new(None),
+            control: Mutex::new(None),
         });
         Ok(KafkaTransport {
             lot: KafkaParkingLot::new(inner.clone()),
@@ -185,6 +187,11 @@ impl KafkaTransport {
             .await
     }
 
+    /// The settings this transport was built from.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.inner.config
+    }
+
     /// The source topic.
     pub fn topic(&self) -> String {
         self.inner.config.topic.clone()
@@ -202,6 +209,15 @@ impl KafkaTransport {
             .take()
         {
             p.abort();
+        }
+        if let Some(c) = self
+            .inner
+            .control
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            c.abort();
         }
         self.inner.consumer.unsubscribe();
     }
@@ -342,10 +358,12 @@ impl Inner {
             .subscribe(&refs)
             .map_err(|e| kafka_error("subscribe", e))?;
         *pump_slot = Some(tokio::spawn(pump(self.clone())));
+        let control = tokio::spawn(crate::control::listen(self.clone()));
+        *self.control.lock().unwrap_or_else(|p| p.into_inner()) = Some(control);
         Ok(())
     }
 
-    fn commit(&self, topic: &str, partition: i32, next: i64) {
+    pub(crate) fn commit(&self, topic: &str, partition: i32, next: i64) {
         let mut tpl = TopicPartitionList::new();
         if tpl
             .add_partition_offset(topic, partition, Offset::Offset(next))
@@ -415,7 +433,7 @@ impl Inner {
     }
 }
 
-fn revoked() -> TransportError {
+pub(crate) fn revoked() -> TransportError {
     TransportError::new(
         KIND,
         ErrorKind::Disconnected,
@@ -437,6 +455,7 @@ impl Transport for KafkaTransport {
             },
             ordered: true,
             native_redrive: false,
+            halts_in_place: true,
         }
     }
 
@@ -558,6 +577,9 @@ impl Transport for KafkaTransport {
                     Err(e) => Err(e),
                 }
             }
+            Settle::Halt { headers } => inner
+                .halt(token, headers)
+                .map(|h| crate::control::announce(inner, &h)),
             _ => Err(TransportError::new(
                 KIND,
                 ErrorKind::Unsupported,

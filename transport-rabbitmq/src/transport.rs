@@ -345,6 +345,7 @@ impl Transport for RabbitTransport {
             },
             ordered: true,
             native_redrive: false,
+            halts_in_place: false,
         }
     }
 

@@ -183,6 +183,7 @@ impl Transport for MemoryTransport {
             },
             ordered: true,
             native_redrive: false,
+            halts_in_place: false,
         }
     }
 
@@ -215,6 +216,13 @@ impl Transport for MemoryTransport {
                 "delivery is not from this queue",
             ));
         };
+        if matches!(action, Settle::Halt { .. }) {
+            return Err(refuse(
+                delivery,
+                ErrorKind::Unsupported,
+                "the memory transport cannot halt in place (it stops the worker instead)",
+            ));
+        }
         {
             let mut s = self.inner.lock();
             if !matches!(action, Settle::Release) && s.take_failure() {
@@ -268,6 +276,8 @@ impl Transport for MemoryTransport {
                     inner.lock().scheduled -= 1;
                 });
             }
+            // Refused above, before anything changed.
+            Settle::Halt { .. } => {}
         }
         self.inner.notify_if_idle(&self.inner.lock());
         Ok(())

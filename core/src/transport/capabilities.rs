@@ -37,6 +37,10 @@ pub struct Capabilities {
     pub ordered: bool,
     /// Whether the broker can move parked messages back by itself.
     pub native_redrive: bool,
+    /// Whether a halted delivery can stop just its own lane (a Kafka
+    /// partition) and wait there for an operator, instead of stopping the
+    /// whole worker.
+    pub halts_in_place: bool,
 }
 
 /// A policy the transport cannot carry out, with both sides named.
@@ -110,6 +114,7 @@ impl Capabilities {
     ///     delay_mode: DelayMode::Exact { granularity: Duration::from_secs(1) },
     ///     ordered: false,
     ///     native_redrive: true,
+    ///     halts_in_place: false,
     /// };
     /// let slow = RetryPolicy::builder().backoff(Backoff::fixed(Duration::from_secs(7200))).build().unwrap();
     /// let err = caps.check("sqs", "sync-crm", &slow).unwrap_err();
@@ -164,6 +169,7 @@ mod tests {
             },
             ordered,
             native_redrive: false,
+            halts_in_place: false,
         }
     }
 

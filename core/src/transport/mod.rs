@@ -57,6 +57,15 @@ pub enum Settle {
     /// Give it back to the broker unprocessed, without spending its budget
     /// (shutdown, a halted worker): nack-requeue, no commit, visibility 0.
     Release,
+    /// Keep it unacknowledged and stop its lane in place until an operator
+    /// acts (resume it, or send it to the parking lot with `headers`). Only
+    /// sent to transports whose [`Capabilities::halts_in_place`] is true;
+    /// others stop the whole worker instead.
+    Halt {
+        /// The message's headers with the final envelope, for the parked
+        /// copy should the operator skip it.
+        headers: Headers,
+    },
 }
 
 impl Settle {
@@ -68,6 +77,7 @@ impl Settle {
             Settle::Park { .. } => "park",
             Settle::Discard => "discard",
             Settle::Release => "release",
+            Settle::Halt { .. } => "halt",
         }
     }
 }

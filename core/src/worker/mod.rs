@@ -117,6 +117,9 @@ pub struct RunSummary {
     pub released: u64,
     /// Settlements the transport did not accept.
     pub unsettled: u64,
+    /// Halted in place: left unacknowledged in a lane that waits for an
+    /// operator (transports with [`crate::Capabilities::halts_in_place`]).
+    pub halted: u64,
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +132,7 @@ struct Counters {
     discarded: AtomicU64,
     released: AtomicU64,
     unsettled: AtomicU64,
+    halted: AtomicU64,
 }
 
 impl Counters {
@@ -147,6 +151,7 @@ impl Counters {
             discarded: g(&self.discarded),
             released: g(&self.released),
             unsettled: g(&self.unsettled),
+            halted: g(&self.halted),
         }
     }
 }

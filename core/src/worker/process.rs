@@ -167,6 +167,33 @@ async fn lifecycle<H: Handler>(
                 return None;
             }
             Decision::Halt(reason) => {
+                metrics::counter!("parkway_halted_total", "transport" => kind, "policy" => named.name.clone())
+                    .increment(1);
+                if ctx.transport.capabilities().halts_in_place {
+                    // Only this lane stops: the transport keeps the delivery
+                    // unacknowledged where it is until an operator acts.
+                    let origin = &delivery.origin;
+                    tracing::error!(
+                        reason = %reason,
+                        policy = %named.name,
+                        queue = origin.queue.as_deref().unwrap_or("-"),
+                        partition = origin.partition,
+                        offset = origin.offset,
+                        "retry budget spent; halting this lane until an operator resumes it or skips it to the parking lot"
+                    );
+                    let headers = record(
+                        ctx,
+                        &mut envelope,
+                        &delivery,
+                        &state,
+                        &classified,
+                        &failure,
+                        None,
+                    );
+                    let action = Settle::Halt { headers };
+                    settle(ctx, delivery, action, "halted", &ctx.counters.halted).await;
+                    return None;
+                }
                 tracing::error!(reason = %reason, policy = %named.name, "retry budget spent; halting the worker");
                 let halt = Halt {
                     policy: named.name.clone(),
