@@ -53,6 +53,11 @@ async fn list_dry_run_and_redrive_on_the_dead_letter_topic() {
                 bootstrap()
             )
         });
+    // The offline plan (`parkway check`) states what the transport states.
+    assert_eq!(
+        parkway::plan(&config).unwrap().capabilities,
+        t.capabilities()
+    );
     let reasons = ["DOWNSTREAM_TIMEOUT", "SCHEMA_V1", "DOWNSTREAM_TIMEOUT"];
     for i in 0..reasons.len() {
         let m = parkway::Message::new("cli", format!("{{\"n\":{i}}}")).with_id(format!("m{i}"));

@@ -39,6 +39,8 @@ pub fn plan<'a>(
             "the replay index (compacted): dead-letter records already replayed".to_owned()
         } else if topic == config.dlt() {
             "the dead-letter topic (parking lot)".to_owned()
+        } else if topic == config.control_topic() {
+            "the control topic: operator resume / skip-to-dlt for a halted partition".to_owned()
         } else {
             "a retry tier: records carry their due time and are held until then".to_owned()
         };
@@ -70,6 +72,7 @@ pub fn plan<'a>(
             },
             ordered: true,
             native_redrive: false,
+            halts_in_place: true,
         },
     })
 }

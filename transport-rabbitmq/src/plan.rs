@@ -105,6 +105,7 @@ pub fn plan<'a>(
             },
             ordered: true,
             native_redrive: false,
+            halts_in_place: false,
         },
     })
 }

@@ -45,7 +45,7 @@ fn print_transport(plan: &TopologyPlan) {
         out!("  topology: {line}");
     }
     out!(
-        "  capabilities: longest delay {}, {}, ordered mode {}, native redrive {}",
+        "  capabilities: longest delay {}, {}, ordered mode {}, native redrive {}, halts in place {}",
         caps.max_delay.map_or_else(
             || "unlimited".to_owned(),
             |d| humantime::format_duration(d).to_string()
@@ -53,6 +53,7 @@ fn print_transport(plan: &TopologyPlan) {
         precision(caps.delay_mode),
         yes_no(caps.ordered),
         yes_no(caps.native_redrive),
+        yes_no(caps.halts_in_place),
     );
 }
 
