@@ -5,8 +5,10 @@
 //! backoff with jitter → park → redrive** — whatever the broker.
 //!
 //! This facade re-exports [`parkway_core`] and turns a config file's
-//! `[transport]` table into a transport with [`connect`]. Broker transports
-//! are cargo features: `rabbitmq`, `kafka`, `sqs`.
+//! `[transport]` table into a transport with [`connect`] — or, without a
+//! broker, into the plan that transport would build with [`plan`]. Broker
+//! transports are cargo features: `rabbitmq`, `kafka`, `sqs`. The `cli`
+//! feature (on by default) builds the `parkway` operator binary.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,6 +35,10 @@ pub use parkway_kafka as kafka;
 
 #[cfg(feature = "sqs")]
 pub use parkway_sqs as sqs;
+
+mod plan;
+
+pub use plan::{check_policies, compiled_kinds, plan};
 
 use std::sync::Arc;
 
@@ -110,19 +116,29 @@ pub async fn connect(config: &Config) -> Result<Arc<dyn Transport>, ConnectError
             let transport = parkway_sqs::SqsTransport::connect(settings, policies).await?;
             Ok(Arc::new(transport))
         }
-        other => match KINDS.iter().find(|k| k.0 == other) {
-            Some((kind, Some(feature))) => Err(ConnectError::NotCompiled {
-                kind: (*kind).to_owned(),
-                feature: (*feature).to_owned(),
-            }),
-            _ => Err(ConnectError::UnknownKind {
-                kind: other.to_owned(),
-            }),
+        other => Err(not_known(other)),
+    }
+}
+
+/// The error for a kind this build cannot make: not compiled in, or unknown.
+fn not_known(kind: &str) -> ConnectError {
+    match KINDS.iter().find(|k| k.0 == kind) {
+        Some((kind, Some(feature))) => ConnectError::NotCompiled {
+            kind: (*kind).to_owned(),
+            feature: (*feature).to_owned(),
+        },
+        _ => ConnectError::UnknownKind {
+            kind: kind.to_owned(),
         },
     }
 }
 
 fn memory(t: &config::TransportConfig) -> Result<Arc<dyn Transport>, ConnectError> {
+    Ok(Arc::new(MemoryTransport::new(memory_queue(t)?)))
+}
+
+/// The memory transport's one setting, `queue` (default `"parkway"`).
+fn memory_queue(t: &config::TransportConfig) -> Result<&str, ConnectError> {
     for key in t.settings.keys() {
         if key != "queue" {
             return Err(ConnectError::Setting {
@@ -131,14 +147,13 @@ fn memory(t: &config::TransportConfig) -> Result<Arc<dyn Transport>, ConnectErro
             });
         }
     }
-    let queue = match t.settings.get("queue") {
-        None => "parkway",
+    match t.settings.get("queue") {
+        None => Ok("parkway"),
         Some(v) => v.as_str().ok_or_else(|| ConnectError::Setting {
             setting: "queue".into(),
             why: "must be a string".into(),
-        })?,
-    };
-    Ok(Arc::new(MemoryTransport::new(queue)))
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod control;
 mod halt;
 mod headers;
 mod parking;
+mod plan;
 mod tiers;
 mod transport;
 
@@ -34,6 +35,7 @@ pub use config::KafkaConfig;
 pub use control::OperatorAction;
 pub use halt::HaltedRecord;
 pub use parkway_core::TopologyMode;
+pub use plan::plan;
 pub use tiers::{MAX_DELAY, TierPlan};
 pub use transport::{CORRELATION_ID, KafkaTransport, MESSAGE_ID, MESSAGE_TYPE};
 

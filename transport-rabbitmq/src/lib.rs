@@ -18,11 +18,13 @@
 
 mod config;
 mod names;
+mod plan;
 mod tiers;
 
 pub use config::{QueueType, RabbitConfig};
 pub use names::Names;
 pub use parkway_core::TopologyMode;
+pub use plan::plan;
 pub use tiers::{HOLD_CAP, MAX_TIERS, MAX_TTL, TierPlan, TooManyTiers};
 
 /// The transport's kind, as in `[transport] kind`.

@@ -1,5 +1,7 @@
 //! [`RabbitTransport`]: connection management, receive and settle.
 
+mod declare;
+
 use std::{
     collections::HashSet,
     sync::{

@@ -17,12 +17,14 @@ mod capabilities;
 mod error;
 mod message;
 mod parking;
+mod plan;
 mod topology;
 
 pub use capabilities::{Capabilities, DelayMode, PlanError, PolicyPlan};
 pub use error::{ErrorKind, TransportError};
 pub use message::{Delivery, Message};
 pub use parking::{Choice, Parked, ParkingLot, Selector};
+pub use plan::TopologyPlan;
 pub use topology::TopologyMode;
 
 use std::time::Duration;
