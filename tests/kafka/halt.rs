@@ -190,12 +190,77 @@ async fn halt_stops_one_partition_until_an_operator_resumes_it() {
     assert_eq!(summary.parked, 0);
 }
 
+/// Runs the `parkway` binary with a config file for `s`'s topic.
+async fn cli(s: &Setup, args: &[&str]) -> (bool, String, String) {
+    let c = s.t.config();
+    let path = std::env::temp_dir().join(format!("{}-cli.toml", c.topic));
+    std::fs::write(
+        &path,
+        format!(
+            "[transport]\nkind = \"kafka\"\nbootstrap_servers = \"{}\"\ngroup_id = \"{}\"\ntopic = \"{}\"\n\n[policies.ledger]\nmax_attempts = 3\n",
+            c.bootstrap_servers, c.group_id, c.topic
+        ),
+    )
+    .unwrap();
+    let mut all: Vec<String> = vec!["kafka".into()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    all.extend(["--config".into(), path.display().to_string()]);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_parkway"))
+            .args(&all)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skip_to_dlt_parks_the_halted_record_and_the_partition_goes_on() {
     let s = halted_ledger().await;
-    let done = request(&s, OperatorAction::SkipToDlt, s.halted.offset)
-        .await
-        .unwrap();
+    // The operator's way: the CLI, from another process.
+    let (ok, listed, err) = cli(&s, &["halted", "--output", "json"]).await;
+    assert!(ok, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["offset"], s.halted.offset, "{listed}");
+    assert_eq!(listed[0]["reason"], "LEDGER_DB_TIMEOUT");
+    let (partition, offset) = (s.halted.partition.to_string(), s.halted.offset.to_string());
+    let (ok, _, err) = cli(
+        &s,
+        &[
+            "skip-to-dlt",
+            "--partition",
+            &partition,
+            "--offset",
+            "999999",
+            "--operator",
+            "ops-test",
+        ],
+    )
+    .await;
+    assert!(
+        !ok && err.contains("no record of this consumer is halted"),
+        "{err}"
+    );
+    let (ok, done, err) = cli(
+        &s,
+        &[
+            "skip-to-dlt",
+            "--partition",
+            &partition,
+            "--offset",
+            &offset,
+            "--operator",
+            "ops-test",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
     assert!(done.contains("skip-to-dlt applied"), "{done}");
     eventually(WITHIN, "the rest of the partition applied", || async {
         applied(&s.ledger).len() == 12

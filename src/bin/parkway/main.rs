@@ -20,6 +20,7 @@ macro_rules! out_raw {
 
 mod check;
 mod exit;
+mod kafka;
 mod logging;
 mod output;
 mod parked;
@@ -77,6 +78,11 @@ enum Command {
     /// Parked messages: list, show and redrive.
     #[command(subcommand)]
     Parked(parked::Command),
+    /// Kafka pause-partition consumers halted by `on_exhausted = "halt"`:
+    /// list the halts, resume one in place, or skip it to the dead-letter
+    /// topic.
+    #[command(subcommand)]
+    Kafka(kafka::Command),
 }
 
 fn main() -> ExitCode {
@@ -119,5 +125,6 @@ async fn run(command: Command) -> Result<u8, CliError> {
         Command::Check(args) => check::run(&args),
         Command::Topology(cmd) => topology::run(cmd).await,
         Command::Parked(cmd) => parked::run(cmd).await,
+        Command::Kafka(cmd) => kafka::run(cmd).await,
     }
 }

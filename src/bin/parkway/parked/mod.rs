@@ -12,6 +12,8 @@ mod progress;
 mod redrive;
 mod view;
 
+pub(crate) use view::Output;
+
 use crate::exit::CliError;
 
 /// `parkway parked` subcommands.
