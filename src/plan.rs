@@ -25,7 +25,7 @@ use crate::{ConnectError, KINDS};
 /// ```
 pub fn plan(config: &Config) -> Result<TopologyPlan, ConnectError> {
     let t = &config.transport;
-    #[cfg(any(feature = "rabbitmq", feature = "kafka"))]
+    #[cfg(any(feature = "rabbitmq", feature = "kafka", feature = "sqs"))]
     let policies: Vec<&parkway_core::RetryPolicy> =
         config.router.policies().map(|p| &p.policy).collect();
     match t.kind.as_str() {
@@ -51,6 +51,11 @@ pub fn plan(config: &Config) -> Result<TopologyPlan, ConnectError> {
             let settings = parkway_kafka::KafkaConfig::from_settings(&t.settings)?;
             Ok(parkway_kafka::plan(&settings, policies)?)
         }
+        #[cfg(feature = "sqs")]
+        "sqs" => {
+            let settings = parkway_sqs::SqsConfig::from_settings(&t.settings)?;
+            Ok(parkway_sqs::plan(&settings, policies)?)
+        }
         other => Err(crate::not_known(other)),
     }
 }
@@ -75,6 +80,7 @@ pub fn compiled_kinds() -> Vec<&'static str> {
             None => true,
             Some("rabbitmq") => cfg!(feature = "rabbitmq"),
             Some("kafka") => cfg!(feature = "kafka"),
+            Some("sqs") => cfg!(feature = "sqs"),
             Some(_) => false,
         })
         .map(|(kind, _)| *kind)

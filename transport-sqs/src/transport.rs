@@ -56,17 +56,7 @@ impl SqsTransport {
     ) -> Result<Self, TransportError> {
         config.validate()?;
         let policies: Vec<&RetryPolicy> = policies.into_iter().collect();
-        let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
-        if ordered && !config.is_fifo() {
-            return Err(TransportError::new(
-                KIND,
-                ErrorKind::Config,
-                format!(
-                    "transport.queue: an ordered policy needs a FIFO queue (`{}.fifo`); a standard queue has no order to keep",
-                    config.queue_name()
-                ),
-            ));
-        }
+        let ordered = check_ordering(&config, &policies)?;
         let max_attempts = policies.iter().map(|p| p.max_attempts()).max().unwrap_or(1);
         let client = client::build(&config).await;
         let queues = topology::ensure(&client, &config, max_attempts).await?;
@@ -190,18 +180,7 @@ impl Transport for SqsTransport {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_delay: Some(self.inner.config.max_delay()),
-            // A retry returns up to `LEAD` plus a second early; the worker
-            // waits out the rest from the due time (exact when this process
-            // made the retry or it was re-sent).
-            delay_mode: DelayMode::Exact {
-                granularity: crate::settle::LEAD + Duration::from_secs(1),
-            },
-            ordered: self.inner.config.is_fifo(),
-            native_redrive: true,
-            halts_in_place: false,
-        }
+        capabilities(&self.inner.config)
     }
 
     async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
@@ -296,4 +275,41 @@ impl Transport for SqsTransport {
             ),
         ]
     }
+}
+
+/// The capabilities a transport on `config` states (the offline plan states
+/// the same, from this function).
+pub(crate) fn capabilities(config: &SqsConfig) -> Capabilities {
+    Capabilities {
+        max_delay: Some(config.max_delay()),
+        // A retry returns up to `LEAD` plus a second early; the worker waits
+        // out the rest from the due time (exact when this process made the
+        // retry or it was re-sent).
+        delay_mode: DelayMode::Exact {
+            granularity: crate::settle::LEAD + Duration::from_secs(1),
+        },
+        ordered: config.is_fifo(),
+        native_redrive: true,
+        halts_in_place: false,
+    }
+}
+
+/// Whether any policy is ordered; an ordered policy on a standard queue is
+/// a config error naming the FIFO queue it needs.
+pub(crate) fn check_ordering(
+    config: &SqsConfig,
+    policies: &[&RetryPolicy],
+) -> Result<bool, TransportError> {
+    let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
+    if ordered && !config.is_fifo() {
+        return Err(TransportError::new(
+            KIND,
+            ErrorKind::Config,
+            format!(
+                "transport.queue: an ordered policy needs a FIFO queue (`{}.fifo`); a standard queue has no order to keep",
+                config.queue_name()
+            ),
+        ));
+    }
+    Ok(ordered)
 }
