@@ -8,8 +8,6 @@
 //! plan shown is what the transport creates (declare mode) or checks
 //! (verify mode).
 
-use std::time::Duration;
-
 use parkway_core::{RetryPolicy, TopologyMode, TransportError, transport::TopologyPlan};
 
 use crate::{
@@ -48,9 +46,9 @@ pub fn plan<'a>(
     let flavour = if config.is_fifo() { "FIFO" } else { "standard" };
     let declares = vec![
         format!(
-            "queue `{dlq}` ({flavour}{}): the dead-letter queue (parking lot), retention {}; RedriveAllowPolicy byQueue admits only `{queue}`",
+            "queue `{dlq}` ({flavour}{}): the dead-letter queue (parking lot), retention {} days (SQS's longest); RedriveAllowPolicy byQueue admits only `{queue}`",
             by_url(config.dead_letter_queue.as_deref()),
-            humantime::format_duration(Duration::from_secs(DLQ_RETENTION_SECS)),
+            DLQ_RETENTION_SECS / 86_400,
         ),
         format!(
             "queue `{queue}` ({flavour}{}): the source queue, visibility timeout {}; RedrivePolicy to `{dlq}` with maxReceiveCount {receives} (largest max_attempts {max_attempts} + receive_margin {}{capped}): the crash safety net",
@@ -148,6 +146,8 @@ fn topology(mode: TopologyMode) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use parkway_core::{Backoff, Capabilities, DelayMode};
 
