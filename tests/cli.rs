@@ -1,7 +1,7 @@
 //! The `parkway` binary, run as an operator runs it: exit codes, messages
 //! that name the field, and — against the real brokers (start them with
-//! `scripts/rabbitmq-start` and `scripts/kafka-start`) — list, show, dry-run
-//! and redrive of parked messages.
+//! `scripts/rabbitmq-start`, `scripts/kafka-start` and `scripts/sqs-start`)
+//! — list, show, dry-run and redrive of parked messages.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests abort on setup failure
 
 use std::{
@@ -18,6 +18,9 @@ mod kafka;
 #[cfg(feature = "rabbitmq")]
 #[path = "cli/rabbitmq.rs"]
 mod rabbitmq;
+#[cfg(feature = "sqs")]
+#[path = "cli/sqs.rs"]
+mod sqs;
 
 /// Runs the binary.
 pub(crate) fn parkway(args: &[&str]) -> Output {
@@ -73,7 +76,10 @@ impl Drop for ConfigFile {
 pub(crate) const POLICY: &str =
     "max_attempts = 3\nbackoff = { kind = \"fixed\", delay = \"200ms\" }\n";
 
-#[cfg_attr(not(any(feature = "rabbitmq", feature = "kafka")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "kafka", feature = "sqs")),
+    allow(dead_code)
+)]
 /// Receives `reasons.len()` deliveries from `t` and parks each with an
 /// envelope for its reason (`DOWNSTREAM_*` transient, others permanent).
 pub(crate) async fn park_all(t: &dyn Transport, reasons: &[&str]) {
@@ -106,7 +112,10 @@ pub(crate) async fn park_all(t: &dyn Transport, reasons: &[&str]) {
     }
 }
 
-#[cfg_attr(not(any(feature = "rabbitmq", feature = "kafka")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "kafka", feature = "sqs")),
+    allow(dead_code)
+)]
 /// The parsed JSON of a command's stdout.
 pub(crate) fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
