@@ -270,3 +270,18 @@ async fn operator_commands_never_create_a_misspelt_queue() {
         "list created nothing"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_endpoint_is_exit_2_naming_it() {
+    let c = ConfigFile::new(
+        "kind = \"sqs\"\nqueue = \"q\"\nregion = \"us-east-1\"\nendpoint = \"http://127.0.0.1:1\"\ncredentials = \"emulator\"\nwait_time = \"1s\"\ncall_timeout = \"3s\"",
+        POLICY,
+    );
+    let o = run(args(&["parked", "list", "--config", c.path()])).await;
+    assert_exit(&o, 2);
+    let err = stderr(&o);
+    assert!(
+        err.contains("no answer from SQS at endpoint `http://127.0.0.1:1`"),
+        "{err}"
+    );
+}

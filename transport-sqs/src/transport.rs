@@ -59,7 +59,9 @@ impl SqsTransport {
         let ordered = check_ordering(&config, &policies)?;
         let max_attempts = policies.iter().map(|p| p.max_attempts()).max().unwrap_or(1);
         let client = client::build(&config).await;
-        let queues = topology::ensure(&client, &config, max_attempts).await?;
+        let queues = topology::ensure(&client, &config, max_attempts)
+            .await
+            .map_err(|e| unanswered(&config, e))?;
         let leases = Arc::new(Leases::new(config.visibility_timeout));
         let batcher = Batcher::start(client.clone(), queues.source_url.clone());
         tokio::spawn(heartbeat(Arc::downgrade(&leases), batcher.clone()));
@@ -275,6 +277,24 @@ impl Transport for SqsTransport {
             ),
         ]
     }
+}
+
+/// Names the endpoint when SQS did not answer at all (an SDK error does not
+/// say where it tried).
+fn unanswered(config: &SqsConfig, e: TransportError) -> TransportError {
+    if !matches!(e.kind(), ErrorKind::Disconnected | ErrorKind::Timeout) {
+        return e;
+    }
+    let at = match (&config.endpoint, &config.region) {
+        (Some(endpoint), _) => format!("endpoint `{endpoint}`"),
+        (None, Some(region)) => format!("the AWS endpoint of region `{region}`"),
+        (None, None) => "the AWS endpoint of the chain's region".to_owned(),
+    };
+    TransportError::new(
+        KIND,
+        e.kind(),
+        format!("no answer from SQS at {at} (transport.endpoint, transport.region): {e}"),
+    )
 }
 
 /// The capabilities a transport on `config` states (the offline plan states
