@@ -277,6 +277,45 @@ fn check_refuses_an_impossible_plan_naming_the_policy() {
     );
 }
 
+#[cfg(feature = "sqs")]
+#[test]
+fn check_prints_the_sqs_plan_and_refuses_what_sqs_cannot_hold() {
+    let sqs = "kind = \"sqs\"\nqueue = \"orders\"\nregion = \"eu-west-1\"";
+    let c = ConfigFile::new(sqs, POLICY);
+    let o = parkway(&["check", "--config", c.path()]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for want in [
+        "queue `orders-dlq` (standard)",
+        "maxReceiveCount 8 (largest max_attempts 3 + receive_margin 5)",
+        "retry: visibility",
+        "native redrive yes",
+    ] {
+        assert!(out.contains(want), "lacks {want:?}:\n{out}");
+    }
+    // `resend` holds 15 minutes at most: a 1-hour delay is refused offline.
+    let c = ConfigFile::new(
+        &format!("{sqs}\nretry_mode = \"resend\""),
+        "max_attempts = 3\nbackoff = { kind = \"fixed\", delay = \"1h\" }\n",
+    );
+    let o = parkway(&["check", "--config", c.path()]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("impossible plan") && err.contains("`payments`"),
+        "{err}"
+    );
+    // An ordered policy needs a FIFO queue.
+    let c = ConfigFile::new(sqs, "ordering = \"ordered\"\n");
+    let o = parkway(&["check", "--config", c.path()]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("transport.queue") && err.contains("`orders.fifo`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_closed_pipe_ends_the_output_quietly() {
     // `parkway check … | head -1`: the reader goes away before the output.
