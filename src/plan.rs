@@ -86,3 +86,51 @@ pub fn compiled_kinds() -> Vec<&'static str> {
         .map(|(kind, _)| *kind)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiled_kinds_follow_the_features() {
+        let kinds = compiled_kinds();
+        assert!(kinds.contains(&"memory"));
+        assert_eq!(kinds.contains(&"rabbitmq"), cfg!(feature = "rabbitmq"));
+        assert_eq!(kinds.contains(&"kafka"), cfg!(feature = "kafka"));
+        assert_eq!(kinds.contains(&"sqs"), cfg!(feature = "sqs"));
+    }
+
+    #[cfg(feature = "sqs")]
+    #[test]
+    fn sqs_is_planned_offline_from_the_transport_table() {
+        let config = Config::from_toml(
+            "[transport]\nkind = \"sqs\"\nqueue = \"orders.fifo\"\n[policies.p]\nmax_attempts = 6\nordering = \"ordered\"\n",
+        )
+        .unwrap();
+        let plan = plan(&config).unwrap();
+        assert_eq!(plan.kind, "sqs");
+        assert!(
+            plan.declares
+                .iter()
+                .any(|l| l.contains("`orders-dlq.fifo`") && l.contains("(FIFO")),
+            "{:?}",
+            plan.declares
+        );
+        assert!(
+            plan.declares
+                .iter()
+                .any(|l| l.contains("maxReceiveCount 11"))
+        );
+        assert!(check_policies(&config, &plan).is_ok());
+    }
+
+    #[cfg(not(feature = "sqs"))]
+    #[test]
+    fn sqs_not_compiled_in_names_its_feature() {
+        let config =
+            Config::from_toml("[transport]\nkind = \"sqs\"\nqueue = \"orders\"\n[policies.p]\n")
+                .unwrap();
+        let e = plan(&config).unwrap_err();
+        assert!(e.to_string().contains("`sqs` feature"), "{e}");
+    }
+}

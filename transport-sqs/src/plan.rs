@@ -124,7 +124,7 @@ fn by_url(queue: Option<&str>) -> &'static str {
 }
 
 /// An endpoint URL without any `user:password@` part.
-fn without_userinfo(url: &str) -> String {
+pub(crate) fn without_userinfo(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let authority_end = rest.find('/').unwrap_or(rest.len());

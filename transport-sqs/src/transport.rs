@@ -286,7 +286,7 @@ fn unanswered(config: &SqsConfig, e: TransportError) -> TransportError {
         return e;
     }
     let at = match (&config.endpoint, &config.region) {
-        (Some(endpoint), _) => format!("endpoint `{endpoint}`"),
+        (Some(endpoint), _) => format!("endpoint `{}`", crate::plan::without_userinfo(endpoint)),
         (None, Some(region)) => format!("the AWS endpoint of region `{region}`"),
         (None, None) => "the AWS endpoint of the chain's region".to_owned(),
     };
