@@ -4,8 +4,8 @@
 //!    delays, then succeeds;
 //! 2. a JSON mapping error (`"amount": "12.50"`) is parked at once;
 //! 3. (a consumer killed between the retry publish and the ack loses
-//!    nothing: the broker fault tests in `tests/rabbitmq/faults.rs` and
-//!    `tests/kafka/crash.rs` cover it);
+//!    nothing: the broker fault tests in `tests/rabbitmq/faults.rs`,
+//!    `tests/kafka/crash.rs` and `tests/sqs/crash.rs` cover it);
 //! 4. the handler is fixed, the parked payment is replayed (a filtered
 //!    redrive) and applied; sent again, it is acknowledged as a duplicate;
 //! 5. 1,000 poison messages do not starve 50 healthy ones.
@@ -14,11 +14,12 @@
 //! cargo run --example drill -- --config examples/config/memory.toml
 //! cargo run --example drill --features rabbitmq -- --config examples/config/rabbitmq.toml
 //! cargo run --example drill --features kafka -- --config examples/config/kafka.toml
+//! cargo run --example drill --features sqs -- --config examples/config/sqs.toml
 //! ```
 //!
 //! With `--serve` it only runs the worker (on the config's own queue or
-//! topic, no suffix) and prints every step, so any AMQP or Kafka client can
-//! drive it with the bodies documented in `examples/support/handler.rs`.
+//! topic, no suffix) and prints every step, so any AMQP, Kafka or SQS client
+//! can drive it with the bodies documented in `examples/support/handler.rs`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "support/mod.rs"]
@@ -91,7 +92,9 @@ async fn drill(mut config: Config) -> Result<bool, Box<dyn std::error::Error>> {
     let flood_started = Instant::now();
     for i in 0..POISON {
         p.publish(
-            Message::new("payments", "\u{0}not json")
+            // Not JSON, and still a body every broker carries (SQS refuses
+            // control characters such as NUL).
+            Message::new("payments", "poison: not json")
                 .with_id(format!("poison-{i}"))
                 .with_type("poison"),
         )
@@ -251,7 +254,7 @@ async fn wait_for(outcomes: &Outcomes, id: &str, want: End) -> bool {
 /// Runs the worker on the config's own queue or topic until Ctrl-C.
 async fn serve(config: Config) -> Result<bool, Box<dyn std::error::Error>> {
     if config.transport.kind == "memory" {
-        return Err("--serve needs a broker: nothing outside this process can reach an in-memory queue (use examples/config/rabbitmq.toml or kafka.toml)".into());
+        return Err("--serve needs a broker: nothing outside this process can reach an in-memory queue (use examples/config/rabbitmq.toml, kafka.toml or sqs.toml)".into());
     }
     let transport = parkway::connect(&config).await?;
     println!("drill serving on {}:", transport.kind());

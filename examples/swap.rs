@@ -6,12 +6,13 @@
 //! cargo run --example swap -- --config examples/config/memory.toml
 //! cargo run --example swap --features rabbitmq -- --config examples/config/rabbitmq.toml
 //! cargo run --example swap --features kafka -- --config examples/config/kafka.toml
+//! cargo run --example swap --features sqs -- --config examples/config/sqs.toml
 //! ```
 //!
 //! The files in `examples/config/` differ only in `[transport]`. A broker
 //! this build lacks fails with an error naming the cargo feature. Each run
 //! uses its own queue / topic names (a random suffix), so reruns never see
-//! an earlier run's messages; RabbitMQ queues are deleted at the end.
+//! an earlier run's messages; RabbitMQ and SQS queues are deleted at the end.
 //!
 //! With `--keep` the run uses the config's names as they are and leaves the
 //! queues or topics in place, so that `parkway parked list --config <same
@@ -62,7 +63,7 @@ fn args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    let usage = "usage: swap --config examples/config/<memory|rabbitmq|kafka>.toml [--keep]";
+    let usage = "usage: swap --config examples/config/<memory|rabbitmq|kafka|sqs>.toml [--keep]";
     Ok(Args {
         config: config.ok_or(usage)?,
         keep,

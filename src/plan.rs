@@ -25,7 +25,7 @@ use crate::{ConnectError, KINDS};
 /// ```
 pub fn plan(config: &Config) -> Result<TopologyPlan, ConnectError> {
     let t = &config.transport;
-    #[cfg(any(feature = "rabbitmq", feature = "kafka"))]
+    #[cfg(any(feature = "rabbitmq", feature = "kafka", feature = "sqs"))]
     let policies: Vec<&parkway_core::RetryPolicy> =
         config.router.policies().map(|p| &p.policy).collect();
     match t.kind.as_str() {
@@ -51,6 +51,11 @@ pub fn plan(config: &Config) -> Result<TopologyPlan, ConnectError> {
             let settings = parkway_kafka::KafkaConfig::from_settings(&t.settings)?;
             Ok(parkway_kafka::plan(&settings, policies)?)
         }
+        #[cfg(feature = "sqs")]
+        "sqs" => {
+            let settings = parkway_sqs::SqsConfig::from_settings(&t.settings)?;
+            Ok(parkway_sqs::plan(&settings, policies)?)
+        }
         other => Err(crate::not_known(other)),
     }
 }
@@ -75,8 +80,57 @@ pub fn compiled_kinds() -> Vec<&'static str> {
             None => true,
             Some("rabbitmq") => cfg!(feature = "rabbitmq"),
             Some("kafka") => cfg!(feature = "kafka"),
+            Some("sqs") => cfg!(feature = "sqs"),
             Some(_) => false,
         })
         .map(|(kind, _)| *kind)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiled_kinds_follow_the_features() {
+        let kinds = compiled_kinds();
+        assert!(kinds.contains(&"memory"));
+        assert_eq!(kinds.contains(&"rabbitmq"), cfg!(feature = "rabbitmq"));
+        assert_eq!(kinds.contains(&"kafka"), cfg!(feature = "kafka"));
+        assert_eq!(kinds.contains(&"sqs"), cfg!(feature = "sqs"));
+    }
+
+    #[cfg(feature = "sqs")]
+    #[test]
+    fn sqs_is_planned_offline_from_the_transport_table() {
+        let config = Config::from_toml(
+            "[transport]\nkind = \"sqs\"\nqueue = \"orders.fifo\"\n[policies.p]\nmax_attempts = 6\nordering = \"ordered\"\n",
+        )
+        .unwrap();
+        let plan = plan(&config).unwrap();
+        assert_eq!(plan.kind, "sqs");
+        assert!(
+            plan.declares
+                .iter()
+                .any(|l| l.contains("`orders-dlq.fifo`") && l.contains("(FIFO")),
+            "{:?}",
+            plan.declares
+        );
+        assert!(
+            plan.declares
+                .iter()
+                .any(|l| l.contains("maxReceiveCount 11"))
+        );
+        assert!(check_policies(&config, &plan).is_ok());
+    }
+
+    #[cfg(not(feature = "sqs"))]
+    #[test]
+    fn sqs_not_compiled_in_names_its_feature() {
+        let config =
+            Config::from_toml("[transport]\nkind = \"sqs\"\nqueue = \"orders\"\n[policies.p]\n")
+                .unwrap();
+        let e = plan(&config).unwrap_err();
+        assert!(e.to_string().contains("`sqs` feature"), "{e}");
+    }
 }

@@ -1,7 +1,7 @@
 //! The `parkway` binary, run as an operator runs it: exit codes, messages
 //! that name the field, and — against the real brokers (start them with
-//! `scripts/rabbitmq-start` and `scripts/kafka-start`) — list, show, dry-run
-//! and redrive of parked messages.
+//! `scripts/rabbitmq-start`, `scripts/kafka-start` and `scripts/sqs-start`)
+//! — list, show, dry-run and redrive of parked messages.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // tests abort on setup failure
 
 use std::{
@@ -18,6 +18,9 @@ mod kafka;
 #[cfg(feature = "rabbitmq")]
 #[path = "cli/rabbitmq.rs"]
 mod rabbitmq;
+#[cfg(feature = "sqs")]
+#[path = "cli/sqs.rs"]
+mod sqs;
 
 /// Runs the binary.
 pub(crate) fn parkway(args: &[&str]) -> Output {
@@ -73,7 +76,10 @@ impl Drop for ConfigFile {
 pub(crate) const POLICY: &str =
     "max_attempts = 3\nbackoff = { kind = \"fixed\", delay = \"200ms\" }\n";
 
-#[cfg_attr(not(any(feature = "rabbitmq", feature = "kafka")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "kafka", feature = "sqs")),
+    allow(dead_code)
+)]
 /// Receives `reasons.len()` deliveries from `t` and parks each with an
 /// envelope for its reason (`DOWNSTREAM_*` transient, others permanent).
 pub(crate) async fn park_all(t: &dyn Transport, reasons: &[&str]) {
@@ -106,7 +112,10 @@ pub(crate) async fn park_all(t: &dyn Transport, reasons: &[&str]) {
     }
 }
 
-#[cfg_attr(not(any(feature = "rabbitmq", feature = "kafka")), allow(dead_code))]
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "kafka", feature = "sqs")),
+    allow(dead_code)
+)]
 /// The parsed JSON of a command's stdout.
 pub(crate) fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
@@ -264,6 +273,45 @@ fn check_refuses_an_impossible_plan_naming_the_policy() {
     let err = stderr(&o);
     assert!(
         err.contains("impossible plan") && err.contains("`payments`") && err.contains("2days"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "sqs")]
+#[test]
+fn check_prints_the_sqs_plan_and_refuses_what_sqs_cannot_hold() {
+    let sqs = "kind = \"sqs\"\nqueue = \"orders\"\nregion = \"eu-west-1\"";
+    let c = ConfigFile::new(sqs, POLICY);
+    let o = parkway(&["check", "--config", c.path()]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for want in [
+        "queue `orders-dlq` (standard)",
+        "maxReceiveCount 8 (largest max_attempts 3 + receive_margin 5)",
+        "retry: visibility",
+        "native redrive yes",
+    ] {
+        assert!(out.contains(want), "lacks {want:?}:\n{out}");
+    }
+    // `resend` holds 15 minutes at most: a 1-hour delay is refused offline.
+    let c = ConfigFile::new(
+        &format!("{sqs}\nretry_mode = \"resend\""),
+        "max_attempts = 3\nbackoff = { kind = \"fixed\", delay = \"1h\" }\n",
+    );
+    let o = parkway(&["check", "--config", c.path()]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("impossible plan") && err.contains("`payments`"),
+        "{err}"
+    );
+    // An ordered policy needs a FIFO queue.
+    let c = ConfigFile::new(sqs, "ordering = \"ordered\"\n");
+    let o = parkway(&["check", "--config", c.path()]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("transport.queue") && err.contains("`orders.fifo`"),
         "{err}"
     );
 }

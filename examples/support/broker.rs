@@ -22,6 +22,9 @@ pub enum Producer {
     /// A Kafka client on the same source topic.
     #[cfg(feature = "kafka")]
     Kafka(parkway::kafka::KafkaTransport),
+    /// An SQS client on the same source queue.
+    #[cfg(feature = "sqs")]
+    Sqs(parkway::sqs::SqsTransport),
 }
 
 impl Producer {
@@ -36,6 +39,8 @@ impl Producer {
             Producer::Rabbit(t) => t.publish(&msg).await,
             #[cfg(feature = "kafka")]
             Producer::Kafka(t) => t.publish(&msg).await,
+            #[cfg(feature = "sqs")]
+            Producer::Sqs(t) => t.publish(&msg).await,
         }
     }
 
@@ -48,11 +53,14 @@ impl Producer {
             Producer::Rabbit(t) => t.close().await,
             #[cfg(feature = "kafka")]
             Producer::Kafka(t) => t.close().await,
+            #[cfg(feature = "sqs")]
+            Producer::Sqs(t) => t.close().await,
         }
     }
 
     /// Closes the client; on RabbitMQ also deletes this run's queues and
-    /// exchange. (Kafka topics stay: their names are unique per run.)
+    /// exchange, on SQS this run's queue and its DLQ. (Kafka topics stay:
+    /// their names are unique per run.)
     pub async fn cleanup(&self) {
         match self {
             Producer::Memory(t) => t.close(),
@@ -63,6 +71,11 @@ impl Producer {
             }
             #[cfg(feature = "kafka")]
             Producer::Kafka(t) => t.close().await,
+            #[cfg(feature = "sqs")]
+            Producer::Sqs(t) => {
+                let _ = t.delete_queues().await;
+                t.close().await;
+            }
         }
     }
 }
@@ -76,13 +89,17 @@ pub struct Opened {
     pub producer: Producer,
 }
 
-/// Gives this run its own queue, topic and group (`<name>-<hex>`), so that
-/// reruns never see an earlier run's messages. Returns the suffix.
+/// Gives this run its own queue, topic and group (`<name>-<hex>`, before
+/// an SQS FIFO queue's `.fifo`), so that reruns never see an earlier run's
+/// messages. Returns the suffix.
 pub fn per_run(config: &mut Config) -> String {
     let run = format!("{:08x}", fastrand::u32(..));
     for key in ["queue", "topic", "group_id"] {
         if let Some(v) = config.transport.settings.get(key).and_then(|v| v.as_str()) {
-            let renamed = format!("{v}-{run}");
+            let renamed = match v.strip_suffix(".fifo") {
+                Some(base) => format!("{base}-{run}.fifo"),
+                None => format!("{v}-{run}"),
+            };
             config
                 .transport
                 .settings
@@ -125,6 +142,7 @@ pub async fn open(config: &Config, partitions: i32) -> Result<Opened, Box<dyn Er
         let hint = match config.transport.kind.as_str() {
             "rabbitmq" if unreachable => "\n  is RabbitMQ running? scripts/rabbitmq-start starts it",
             "kafka" if unreachable => "\n  is Kafka running? scripts/kafka-start starts the test broker",
+            "sqs" if unreachable => "\n  is the SQS emulator running? scripts/sqs-start starts it",
             _ => "",
         };
         format!("{e}{hint}")
@@ -137,7 +155,7 @@ pub async fn open(config: &Config, partitions: i32) -> Result<Opened, Box<dyn Er
 }
 
 async fn producer(config: &Config) -> Result<Producer, Box<dyn Error>> {
-    #[cfg(any(feature = "rabbitmq", feature = "kafka"))]
+    #[cfg(any(feature = "rabbitmq", feature = "kafka", feature = "sqs"))]
     let policies: Vec<&parkway::RetryPolicy> =
         config.router.policies().map(|p| &p.policy).collect();
     match config.transport.kind.as_str() {
@@ -152,6 +170,12 @@ async fn producer(config: &Config) -> Result<Producer, Box<dyn Error>> {
             let s = parkway::kafka::KafkaConfig::from_settings(&config.transport.settings)?;
             let t = parkway::kafka::KafkaTransport::connect(s, policies).await?;
             Ok(Producer::Kafka(t))
+        }
+        #[cfg(feature = "sqs")]
+        "sqs" => {
+            let s = parkway::sqs::SqsConfig::from_settings(&config.transport.settings)?;
+            let t = parkway::sqs::SqsTransport::connect(s, policies).await?;
+            Ok(Producer::Sqs(t))
         }
         other => Err(format!("no producer for transport kind {other:?}").into()),
     }

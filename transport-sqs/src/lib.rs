@@ -31,6 +31,7 @@ mod lease;
 mod memo;
 mod move_task;
 mod parking;
+mod plan;
 mod redeliver;
 mod settle;
 mod topology;
@@ -42,6 +43,7 @@ pub use inner::{CORRELATION_ID, MESSAGE_ID, MESSAGE_TYPE};
 pub use move_task::{MAX_MOVE_RATE, MoveTask};
 pub use parking::NATIVE_REASON;
 pub use parkway_core::TopologyMode;
+pub use plan::plan;
 pub use topology::MAX_RECEIVE_COUNT;
 pub use transport::SqsTransport;
 

@@ -19,7 +19,7 @@ use crate::{KIND, SqsConfig, client::error};
 /// SQS's largest `maxReceiveCount`.
 pub const MAX_RECEIVE_COUNT: u32 = 1000;
 /// DLQ retention: SQS's longest, 14 days.
-const DLQ_RETENTION_SECS: &str = "1209600";
+pub(crate) const DLQ_RETENTION_SECS: u64 = 14 * 24 * 3600;
 
 /// The resolved queues.
 #[derive(Debug, Clone)]
@@ -29,6 +29,15 @@ pub(crate) struct Queues {
     pub(crate) dlq_url: String,
     pub(crate) dlq_arn: String,
     pub(crate) max_receive_count: u32,
+}
+
+/// The source queue's `maxReceiveCount` for policies whose largest budget
+/// is `max_attempts`: the budget plus `receive_margin`, at most
+/// [`MAX_RECEIVE_COUNT`].
+pub(crate) fn max_receive_count(config: &SqsConfig, max_attempts: u32) -> u32 {
+    max_attempts
+        .saturating_add(config.receive_margin)
+        .min(MAX_RECEIVE_COUNT)
 }
 
 fn topology(detail: String) -> TransportError {
@@ -42,9 +51,7 @@ pub(crate) async fn ensure(
     config: &SqsConfig,
     max_attempts: u32,
 ) -> Result<Queues, TransportError> {
-    let max_receive_count = max_attempts
-        .saturating_add(config.receive_margin)
-        .min(MAX_RECEIVE_COUNT);
+    let max_receive_count = max_receive_count(config, max_attempts);
     let dlq_name = config.dead_letter_queue_name();
     let dlq_ref = config.dead_letter_queue.clone().unwrap_or(dlq_name);
     match config.topology {
@@ -55,7 +62,7 @@ pub(crate) async fn ensure(
                 &dlq_url,
                 &[(
                     QueueAttributeName::MessageRetentionPeriod,
-                    DLQ_RETENTION_SECS.to_owned(),
+                    DLQ_RETENTION_SECS.to_string(),
                 )],
             )
             .await?;

@@ -56,20 +56,12 @@ impl SqsTransport {
     ) -> Result<Self, TransportError> {
         config.validate()?;
         let policies: Vec<&RetryPolicy> = policies.into_iter().collect();
-        let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
-        if ordered && !config.is_fifo() {
-            return Err(TransportError::new(
-                KIND,
-                ErrorKind::Config,
-                format!(
-                    "transport.queue: an ordered policy needs a FIFO queue (`{}.fifo`); a standard queue has no order to keep",
-                    config.queue_name()
-                ),
-            ));
-        }
+        let ordered = check_ordering(&config, &policies)?;
         let max_attempts = policies.iter().map(|p| p.max_attempts()).max().unwrap_or(1);
         let client = client::build(&config).await;
-        let queues = topology::ensure(&client, &config, max_attempts).await?;
+        let queues = topology::ensure(&client, &config, max_attempts)
+            .await
+            .map_err(|e| unanswered(&config, e))?;
         let leases = Arc::new(Leases::new(config.visibility_timeout));
         let batcher = Batcher::start(client.clone(), queues.source_url.clone());
         tokio::spawn(heartbeat(Arc::downgrade(&leases), batcher.clone()));
@@ -190,18 +182,7 @@ impl Transport for SqsTransport {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_delay: Some(self.inner.config.max_delay()),
-            // A retry returns up to `LEAD` plus a second early; the worker
-            // waits out the rest from the due time (exact when this process
-            // made the retry or it was re-sent).
-            delay_mode: DelayMode::Exact {
-                granularity: crate::settle::LEAD + Duration::from_secs(1),
-            },
-            ordered: self.inner.config.is_fifo(),
-            native_redrive: true,
-            halts_in_place: false,
-        }
+        capabilities(&self.inner.config)
     }
 
     async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
@@ -296,4 +277,59 @@ impl Transport for SqsTransport {
             ),
         ]
     }
+}
+
+/// Names the endpoint when SQS did not answer at all (an SDK error does not
+/// say where it tried).
+fn unanswered(config: &SqsConfig, e: TransportError) -> TransportError {
+    if !matches!(e.kind(), ErrorKind::Disconnected | ErrorKind::Timeout) {
+        return e;
+    }
+    let at = match (&config.endpoint, &config.region) {
+        (Some(endpoint), _) => format!("endpoint `{}`", crate::plan::without_userinfo(endpoint)),
+        (None, Some(region)) => format!("the AWS endpoint of region `{region}`"),
+        (None, None) => "the AWS endpoint of the chain's region".to_owned(),
+    };
+    TransportError::new(
+        KIND,
+        e.kind(),
+        format!("no answer from SQS at {at} (transport.endpoint, transport.region): {e}"),
+    )
+}
+
+/// The capabilities a transport on `config` states (the offline plan states
+/// the same, from this function).
+pub(crate) fn capabilities(config: &SqsConfig) -> Capabilities {
+    Capabilities {
+        max_delay: Some(config.max_delay()),
+        // A retry returns up to `LEAD` plus a second early; the worker waits
+        // out the rest from the due time (exact when this process made the
+        // retry or it was re-sent).
+        delay_mode: DelayMode::Exact {
+            granularity: crate::settle::LEAD + Duration::from_secs(1),
+        },
+        ordered: config.is_fifo(),
+        native_redrive: true,
+        halts_in_place: false,
+    }
+}
+
+/// Whether any policy is ordered; an ordered policy on a standard queue is
+/// a config error naming the FIFO queue it needs.
+pub(crate) fn check_ordering(
+    config: &SqsConfig,
+    policies: &[&RetryPolicy],
+) -> Result<bool, TransportError> {
+    let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
+    if ordered && !config.is_fifo() {
+        return Err(TransportError::new(
+            KIND,
+            ErrorKind::Config,
+            format!(
+                "transport.queue: an ordered policy needs a FIFO queue (`{}.fifo`); a standard queue has no order to keep",
+                config.queue_name()
+            ),
+        ));
+    }
+    Ok(ordered)
 }

@@ -27,7 +27,7 @@ pub(crate) fn needs_broker(config: &Config, path: &Path, what: &str) -> Result<(
     if config.transport.kind == "memory" {
         return Err(CliError::usage(format!(
             "{}: transport.kind is \"memory\": the in-memory queue and its parking lot live inside the worker's process, so another process has nothing to {what}. \
-             Use the worker's own API (`transport.parking_lot()`, `parkway::redrive::redrive`), or a broker transport (rabbitmq, kafka) in the config",
+             Use the worker's own API (`transport.parking_lot()`, `parkway::redrive::redrive`), or a broker transport (rabbitmq, kafka, sqs) in the config",
             path.display()
         )));
     }

@@ -2,7 +2,8 @@
 //! broker.
 //!
 //! Every command connects to the broker named in the config and reads the
-//! real parking lot (RabbitMQ parking queue, Kafka dead-letter topic);
+//! real parking lot (RabbitMQ parking queue, Kafka dead-letter topic, SQS
+//! dead-letter queue);
 //! browsing never consumes or reorders anything. The filters are the same
 //! for all three commands, so what `list` shows is what `redrive` moves.
 
