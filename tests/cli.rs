@@ -30,6 +30,29 @@ pub(crate) fn parkway(args: &[&str]) -> Output {
         .expect("the parkway binary runs")
 }
 
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "kafka", feature = "sqs")),
+    allow(dead_code)
+)]
+/// Runs the binary off the async runtime (broker tests are async).
+pub(crate) async fn run(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        parkway(&args)
+    })
+    .await
+    .unwrap()
+}
+
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "kafka", feature = "sqs")),
+    allow(dead_code)
+)]
+/// Owned command-line arguments.
+pub(crate) fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
 pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -7,23 +7,10 @@ use std::time::Duration;
 use parkway::{Envelope, RetryPolicy, Transport};
 use parkway_kafka::{KafkaConfig, KafkaTransport};
 
-use crate::{ConfigFile, POLICY, assert_exit, json, park_all, parkway, stderr};
+use crate::{ConfigFile, POLICY, args, assert_exit, json, park_all, run, stderr};
 
 fn bootstrap() -> String {
     std::env::var("PARKWAY_KAFKA_BOOTSTRAP").unwrap_or_else(|_| "127.0.0.1:9092".into())
-}
-
-async fn run(args: Vec<String>) -> std::process::Output {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        parkway(&args)
-    })
-    .await
-    .unwrap()
-}
-
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

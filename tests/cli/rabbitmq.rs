@@ -5,7 +5,7 @@
 use parkway::{Envelope, RetryPolicy, Transport};
 use parkway_rabbitmq::{RabbitConfig, RabbitTransport, TopologyMode};
 
-use crate::{ConfigFile, POLICY, assert_exit, json, park_all, parkway, stderr, stdout};
+use crate::{ConfigFile, POLICY, args, assert_exit, json, park_all, run, stderr, stdout};
 
 fn url() -> String {
     std::env::var("PARKWAY_RABBITMQ_URL")
@@ -66,19 +66,6 @@ async fn lot_ids(t: &RabbitTransport) -> Vec<String> {
 }
 
 /// Runs the binary off the async runtime (it starts its own).
-async fn run(args: Vec<String>) -> std::process::Output {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        parkway(&args)
-    })
-    .await
-    .unwrap()
-}
-
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_and_show_read_the_parking_queue_without_consuming() {
     let (t, c) = setup().await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use parkway::{Envelope, RetryPolicy, Transport, config::Config};
 use parkway_sqs::{SqsConfig, SqsTransport, TopologyMode};
 
-use crate::{ConfigFile, POLICY, assert_exit, json, park_all, parkway, stderr, stdout};
+use crate::{ConfigFile, POLICY, args, assert_exit, json, park_all, run, stderr, stdout};
 
 fn endpoint() -> String {
     std::env::var("PARKWAY_SQS_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4566".into())
@@ -42,19 +42,6 @@ fn unreachable(e: impl std::fmt::Display) -> String {
 }
 
 /// Runs the binary off the async runtime (it starts its own).
-async fn run(args: Vec<String>) -> std::process::Output {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        parkway(&args)
-    })
-    .await
-    .unwrap()
-}
-
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
-}
-
 async fn lot_ids(t: &SqsTransport) -> Vec<String> {
     let mut ids: Vec<String> = t
         .parking_lot()
