@@ -157,6 +157,19 @@ fn fail_all(entries: Vec<Entry>, e: &TransportError) {
     }
 }
 
+/// The failed entries of a batch answer: id, and SQS's code and message.
+fn failures(failed: &[aws_sdk_sqs::types::BatchResultErrorEntry]) -> Vec<(&str, String)> {
+    failed
+        .iter()
+        .map(|f| {
+            (
+                f.id(),
+                format!("{} {}", f.code(), f.message().unwrap_or("")),
+            )
+        })
+        .collect()
+}
+
 async fn delete(client: &Client, url: &str, entries: Vec<Entry>) {
     let mut req = client.delete_message_batch().queue_url(url);
     for (i, e) in entries.iter().enumerate() {
@@ -172,16 +185,7 @@ async fn delete(client: &Client, url: &str, entries: Vec<Entry>) {
     match req.send().await {
         Ok(out) => {
             let ok: Vec<&str> = out.successful().iter().map(|s| s.id()).collect();
-            let failed: Vec<(&str, String)> = out
-                .failed()
-                .iter()
-                .map(|f| {
-                    (
-                        f.id(),
-                        format!("{} {}", f.code(), f.message().unwrap_or("")),
-                    )
-                })
-                .collect();
+            let failed = failures(out.failed());
             metrics::counter!("parkway_sqs_batch_calls_total", "op" => "delete").increment(1);
             answer(entries, &ok, &failed, "delete");
         }
@@ -209,16 +213,7 @@ async fn change(client: &Client, url: &str, entries: Vec<Entry>) {
     match req.send().await {
         Ok(out) => {
             let ok: Vec<&str> = out.successful().iter().map(|s| s.id()).collect();
-            let failed: Vec<(&str, String)> = out
-                .failed()
-                .iter()
-                .map(|f| {
-                    (
-                        f.id(),
-                        format!("{} {}", f.code(), f.message().unwrap_or("")),
-                    )
-                })
-                .collect();
+            let failed = failures(out.failed());
             metrics::counter!("parkway_sqs_batch_calls_total", "op" => "visibility").increment(1);
             answer(entries, &ok, &failed, "change visibility");
         }
