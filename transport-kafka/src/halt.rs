@@ -26,7 +26,7 @@ use rdkafka::{TopicPartitionList, consumer::Consumer};
 use crate::{
     KIND, KafkaTransport,
     headers::for_copy,
-    state::Halted,
+    state::{Halted, Partition},
     transport::{Inner, Token, lock},
 };
 
@@ -148,7 +148,7 @@ impl Inner {
 
     /// The halt at `topic/partition@offset` and its partition's epoch, or
     /// an error listing what is halted.
-    fn clear_halt(
+    fn find_halt(
         &self,
         topic: &str,
         partition: i32,
@@ -171,6 +171,27 @@ impl Inner {
         }
     }
 
+    /// Takes the halt off a partition still in `epoch` and lets `then`
+    /// settle the record there.
+    fn lift_halt<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        epoch: u64,
+        then: impl FnOnce(&mut Partition) -> T,
+    ) -> Result<T, TransportError> {
+        let mut s = lock(&self.state);
+        let Some(p) = s.get_mut(topic, partition).filter(|p| p.epoch == epoch) else {
+            return Err(crate::transport::revoked());
+        };
+        p.halted = None;
+        p.paused = false;
+        let out = then(p);
+        metrics::gauge!("parkway_halted_partitions", "transport" => KIND)
+            .set(s.halted().count() as f64);
+        Ok(out)
+    }
+
     fn unpause(&self, topic: &str, partition: i32) {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(topic, partition);
@@ -188,18 +209,8 @@ impl Inner {
         partition: i32,
         offset: i64,
     ) -> Result<(), TransportError> {
-        let (halted, epoch) = self.clear_halt(topic, partition, offset)?;
-        {
-            let mut s = lock(&self.state);
-            let Some(p) = s.get_mut(topic, partition).filter(|p| p.epoch == epoch) else {
-                return Err(crate::transport::revoked());
-            };
-            p.halted = None;
-            p.paused = false;
-            p.release(halted.record);
-            metrics::gauge!("parkway_halted_partitions", "transport" => KIND)
-                .set(s.halted().count() as f64);
-        }
+        let (halted, epoch) = self.find_halt(topic, partition, offset)?;
+        self.lift_halt(topic, partition, epoch, |p| p.release(halted.record))?;
         tracing::warn!(
             topic,
             partition,
@@ -218,7 +229,7 @@ impl Inner {
         partition: i32,
         offset: i64,
     ) -> Result<(), TransportError> {
-        let (halted, epoch) = self.clear_halt(topic, partition, offset)?;
+        let (halted, epoch) = self.find_halt(topic, partition, offset)?;
         let r = &halted.record;
         let copy = for_copy(r.headers.as_ref(), &halted.headers);
         self.produce(
@@ -229,20 +240,9 @@ impl Inner {
             copy,
         )
         .await?;
-        let next = {
-            let mut s = lock(&self.state);
-            let Some(p) = s.get_mut(topic, partition).filter(|p| p.epoch == epoch) else {
-                // Parked, but the partition moved: its new owner runs the
-                // record once more (at least once, never lost).
-                return Err(crate::transport::revoked());
-            };
-            p.halted = None;
-            p.paused = false;
-            let next = p.finish(offset);
-            metrics::gauge!("parkway_halted_partitions", "transport" => KIND)
-                .set(s.halted().count() as f64);
-            next
-        };
+        // If the partition moved meanwhile, its new owner runs the record
+        // once more (at least once, never lost).
+        let next = self.lift_halt(topic, partition, epoch, |p| p.finish(offset))?;
         if let Some(next) = next {
             self.commit(topic, partition, next);
         }
