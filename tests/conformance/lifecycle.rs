@@ -228,7 +228,10 @@ pub async fn garbage_headers_never_crash_or_buy_retries(b: &dyn Broker) {
 
 /// Delay tolerance for this broker: its granularity plus scheduling slack.
 fn tolerance(q: &super::Queue) -> Duration {
-    let slack = Duration::from_millis(400);
+    // Generous: the suites run their scenarios in parallel on a loaded
+    // 2-core machine beside the broker (a 490 ms stall was seen once). The
+    // lower bound is the rule; precision is measured in the benchmarks.
+    let slack = Duration::from_secs(1);
     match q.transport.capabilities().delay_mode {
         parkway::DelayMode::Exact { granularity } => granularity + slack,
         parkway::DelayMode::Tiered { max_error_percent } => DELAY * max_error_percent / 100 + slack,
