@@ -123,6 +123,9 @@ fn reader(inner: &Inner, from: Offset) -> Result<StreamConsumer, TransportError>
     let consumer: StreamConsumer = admin::client_config(&inner.config)
         .set("group.id", format!("parkway-control-{}", fastrand_suffix()))
         .set("enable.auto.commit", "false")
+        // The control topic is nearly always empty: a short fetch wait
+        // inherited from the worker's settings would poll it all the time.
+        .set("fetch.wait.max.ms", "500")
         .create()
         .map_err(|e| err("create a control-topic reader", e))?;
     let mut tpl = TopicPartitionList::new();
