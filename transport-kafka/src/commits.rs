@@ -26,12 +26,14 @@ use crate::transport::Inner;
 /// Finished offsets waiting for the next commit.
 #[derive(Debug, Default)]
 pub(crate) struct Commits {
-    pending: Mutex<BTreeMap<(String, i32), i64>>,
+    /// Topic → partition → next offset; looked up by borrowed topic, so
+    /// recording a finished record allocates only for a new topic.
+    pending: Mutex<BTreeMap<String, BTreeMap<i32, i64>>>,
     wake: Notify,
 }
 
 impl Commits {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<(String, i32), i64>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, BTreeMap<i32, i64>>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -40,12 +42,12 @@ impl Commits {
         let first = {
             let mut p = self.lock();
             let first = p.is_empty();
-            match p.get_mut(&(topic.to_owned(), partition)) {
-                Some(o) => *o = (*o).max(next),
-                None => {
-                    p.insert((topic.to_owned(), partition), next);
-                }
-            }
+            let parts = match p.get_mut(topic) {
+                Some(parts) => parts,
+                None => p.entry(topic.to_owned()).or_default(),
+            };
+            let o = parts.entry(partition).or_insert(next);
+            *o = (*o).max(next);
             first
         };
         if first {
@@ -57,20 +59,27 @@ impl Commits {
     pub(crate) fn take(&self, only: Option<&TopicPartitionList>) -> TopicPartitionList {
         let mut tpl = TopicPartitionList::new();
         let mut p = self.lock();
-        let keys: Vec<(String, i32)> = match only {
-            None => p.keys().cloned().collect(),
+        let taken: Vec<(String, i32, i64)> = match only {
+            None => std::mem::take(&mut *p)
+                .into_iter()
+                .flat_map(|(t, parts)| parts.into_iter().map(move |(q, o)| (t.clone(), q, o)))
+                .collect(),
             Some(only) => only
                 .elements()
                 .into_iter()
-                .map(|e| (e.topic().to_owned(), e.partition()))
-                .filter(|k| p.contains_key(k))
+                .filter_map(|e| {
+                    let parts = p.get_mut(e.topic())?;
+                    let next = parts.remove(&e.partition())?;
+                    if parts.is_empty() {
+                        p.remove(e.topic());
+                    }
+                    Some((e.topic().to_owned(), e.partition(), next))
+                })
                 .collect(),
         };
-        for k in keys {
-            if let Some(next) = p.remove(&k) {
-                if let Err(e) = tpl.add_partition_offset(&k.0, k.1, Offset::Offset(next)) {
-                    tracing::warn!(error = %e, topic = %k.0, partition = k.1, "could not queue an offset commit");
-                }
+        for (topic, partition, next) in taken {
+            if let Err(e) = tpl.add_partition_offset(&topic, partition, Offset::Offset(next)) {
+                tracing::warn!(error = %e, %topic, partition, "could not queue an offset commit");
             }
         }
         tpl
