@@ -68,6 +68,8 @@ impl Publish for Producer {
 
 #[path = "kafka/crash.rs"]
 mod crash;
+#[path = "support/crash_log.rs"]
+mod crash_log;
 #[path = "kafka/drill.rs"]
 mod drill;
 #[path = "kafka/flood.rs"]

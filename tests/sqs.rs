@@ -89,6 +89,8 @@ pub(crate) fn queue(t: &SqsTransport) -> Queue {
 
 #[path = "sqs/crash.rs"]
 mod crash;
+#[path = "support/crash_log.rs"]
+mod crash_log;
 #[path = "sqs/drill.rs"]
 mod drill;
 #[path = "sqs/fifo.rs"]

@@ -3,18 +3,18 @@
 
 use std::{
     collections::HashSet,
-    io::Write,
     process::{Child, Command},
     sync::Arc,
     time::Duration,
 };
 
-use parkway::{Backoff, Failure, Handler, Message, RetryPolicy, Worker};
+use parkway::{Backoff, Message, RetryPolicy, Worker};
 
 use crate::conformance::{
     Queue,
     harness::{eventually, finish, start},
 };
+use crate::crash_log::Logging;
 
 const N: usize = 10_000;
 
@@ -24,26 +24,6 @@ fn policy() -> RetryPolicy {
         .backoff(Backoff::fixed(Duration::from_millis(300)))
         .build()
         .unwrap()
-}
-
-/// 30 % fail once (per process), the rest succeed; successes are appended
-/// to a log file that survives a kill -9.
-struct Logging {
-    log: std::sync::Mutex<std::fs::File>,
-    failed: std::sync::Mutex<HashSet<String>>,
-}
-
-impl Handler for Logging {
-    async fn handle(&self, msg: &Message) -> Result<(), Failure> {
-        let id = msg.id.clone().unwrap_or_default();
-        if String::from_utf8_lossy(&msg.body) == "fail:1"
-            && self.failed.lock().unwrap().insert(id.clone())
-        {
-            return Err(Failure::transient("DOWNSTREAM_TIMEOUT"));
-        }
-        writeln!(self.log.lock().unwrap(), "{id}").unwrap();
-        Ok(())
-    }
 }
 
 async fn publish_all(t: &parkway_kafka::KafkaTransport) {
