@@ -51,8 +51,7 @@ async fn practice_drill() {
         let waited = pair[1].at - pair[0].at;
         let want = Duration::from_millis(want);
         assert!(
-            waited + Duration::from_millis(2) >= want
-                && waited <= want + Duration::from_secs(1),
+            waited + Duration::from_millis(2) >= want && waited <= want + Duration::from_secs(1),
             "waited {waited:?}, want {want:?}"
         );
     }
