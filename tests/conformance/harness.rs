@@ -91,6 +91,12 @@ pub fn start(queue: &Queue, policy: RetryPolicy) -> Running {
 
 impl Running {
     /// Asks the worker to stop and returns its summary.
+    /// Whether the worker is still running (for diagnostics).
+    #[allow(dead_code)]
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
+    }
+
     pub async fn stop(mut self) -> RunSummary {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());

@@ -18,6 +18,8 @@ use tokio::time::Instant;
 #[derive(Debug, Clone)]
 pub struct Run {
     pub at: Instant,
+    /// Failed attempts the message's envelope recorded when it arrived.
+    pub attempts: u32,
     pub ok: bool,
     pub replay: Option<Replay>,
 }
@@ -62,12 +64,14 @@ impl Handler for Scripted {
     async fn handle(&self, msg: &Message) -> Result<(), Failure> {
         let id = msg.id.clone().unwrap_or_default();
         let body = String::from_utf8_lossy(&msg.body).into_owned();
-        let replay = Envelope::decode(&msg.headers).replay;
+        let envelope = Envelope::decode(&msg.headers);
+        let replay = envelope.replay;
         let n = {
             let mut runs = self.record.runs.lock().unwrap();
             let v = runs.entry(id.clone()).or_default();
             v.push(Run {
                 at: Instant::now(),
+                attempts: envelope.attempts,
                 ok: false,
                 replay: replay.clone(),
             });

@@ -82,12 +82,36 @@ async fn broker_restart_mid_run_loses_nothing() {
         ids.dedup();
         ids.len()
     };
-    eventually(
-        Duration::from_secs(180),
-        "every message acked or parked",
-        || async { done(&w) + q.parked().await.len() >= N },
-    )
-    .await;
+    // Not `eventually`: on a timeout this says how far it got, which
+    // messages are missing and where the broker holds what.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    while done(&w) + q.parked().await.len() < N {
+        if tokio::time::Instant::now() >= deadline {
+            let mut seen: std::collections::HashSet<String> =
+                w.record.successes().into_iter().collect();
+            seen.extend(q.parked().await.into_iter().filter_map(|m| m.message.id));
+            let missing: Vec<String> = (0..N)
+                .map(|i| format!("m{i}"))
+                .filter(|id| !seen.contains(id))
+                .take(10)
+                .collect();
+            let queues =
+                Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/rabbitmq-node"))
+                    .args(["queues", &PORT.to_string()])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+            panic!(
+                "after the restart, 180 s: {} processed, {} parked of {N}; first missing {missing:?}; \
+                 runs of the first: {:?}; worker running: {}; queues:\n{queues}",
+                done(&w),
+                q.parked().await.len(),
+                missing.first().map(|id| w.record.runs(id).len()),
+                w.is_running(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let unique = done(&w);
     let parked = q.parked().await.len();
     let duplicates = w.record.successes().len() - unique;

@@ -92,6 +92,8 @@ pub(crate) struct Inner {
     pub(crate) producer: FutureProducer,
     pub(crate) state: Arc<Mutex<State>>,
     pub(crate) ready: Arc<Notify>,
+    /// A consumer made room in a full source partition (the pump waits).
+    drained: Notify,
     pub(crate) commits: Arc<Commits>,
     closed: AtomicBool,
     pump: Mutex<Option<JoinHandle<()>>>,
@@ -163,6 +165,7 @@ impl KafkaTransport {
             producer,
             state,
             ready,
+            drained: Notify::new(),
             commits,
             closed: AtomicBool::new(false),
             pump: Mutex::new(None),
@@ -279,28 +282,67 @@ async fn pump(inner: Arc<Inner>) {
             }
         };
         let (topic, partition) = (record.topic.clone(), record.partition);
-        let pause = {
+        let full = {
             let mut s = lock(&inner.state);
             match s.get_mut(&topic, partition) {
                 Some(p) => {
                     p.fetched(record);
-                    let full = p.buffered() >= inner.config.buffer_per_partition && !p.paused;
-                    if full {
+                    if p.buffered() < inner.config.buffer_per_partition || p.paused {
+                        Full::No
+                    } else if p.tier || inner.ordered {
                         p.paused = true;
+                        Full::Pause
+                    } else {
+                        Full::Wait
                     }
-                    full
                 }
-                None => false,
+                None => Full::No,
             }
         };
-        if pause {
-            let mut tpl = TopicPartitionList::new();
-            tpl.add_partition(&topic, partition);
-            if let Err(e) = inner.consumer.pause(&tpl) {
-                tracing::warn!(error = %e, %topic, partition, "could not pause a full partition");
-            }
-        }
         inner.ready.notify_one();
+        match full {
+            Full::No => {}
+            Full::Pause => {
+                let mut tpl = TopicPartitionList::new();
+                tpl.add_partition(&topic, partition);
+                if let Err(e) = inner.consumer.pause(&tpl) {
+                    tracing::warn!(error = %e, %topic, partition, "could not pause a full partition");
+                }
+            }
+            Full::Wait => wait_for_room(&inner, &topic, partition).await,
+        }
+    }
+}
+
+/// What a full partition buffer calls for.
+enum Full {
+    No,
+    /// A partition that may not drain soon (retry records not yet due, or
+    /// an ordered partition retrying in place): pause it, the rest flows.
+    Pause,
+    /// A source partition any consumer drains: stop fetching until it has
+    /// room. Pausing it instead would make librdkafka drop what it had
+    /// prefetched and fetch it again on resume, a stall per pause.
+    Wait,
+}
+
+/// Waits until the partition's buffer has room again (or it was revoked,
+/// or the transport closed); librdkafka's own prefetch bound holds the
+/// rest meanwhile.
+async fn wait_for_room(inner: &Inner, topic: &str, partition: i32) {
+    loop {
+        let drained = inner.drained.notified();
+        tokio::pin!(drained);
+        drained.as_mut().enable();
+        let room = lock(&inner.state)
+            .get(topic, partition)
+            .is_none_or(|p| p.buffered() < inner.config.buffer_per_partition);
+        if room || inner.closed.load(AtomicOrdering::SeqCst) {
+            return;
+        }
+        // The timeout is a safety net only: every take that makes room
+        // notifies.
+        let _ = tokio::time::timeout(Duration::from_millis(50), drained).await;
     }
 }
 
@@ -498,11 +540,15 @@ impl Transport for KafkaTransport {
                 let mut s = lock(&inner.state);
                 let taken = s.take(Instant::now(), inner.ordered);
                 let mut resume = None;
+                let bound = inner.config.buffer_per_partition;
                 if let Some((r, _)) = &taken {
                     if let Some(p) = s.get_mut(&r.topic, r.partition) {
-                        if p.paused && p.buffered() <= inner.config.buffer_per_partition / 2 {
+                        if p.paused && p.buffered() <= bound / 2 {
                             p.paused = false;
                             resume = Some((r.topic.clone(), r.partition));
+                        }
+                        if p.buffered() + 1 == bound {
+                            inner.drained.notify_one();
                         }
                     }
                 }
