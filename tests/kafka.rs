@@ -66,6 +66,8 @@ impl Publish for Producer {
     }
 }
 
+#[path = "kafka/backpressure.rs"]
+mod backpressure;
 #[path = "kafka/crash.rs"]
 mod crash;
 #[path = "support/crash_log.rs"]

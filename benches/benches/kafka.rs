@@ -18,7 +18,8 @@
 //!
 //! Needs the broker: `scripts/kafka-start`. `PARKWAY_BENCH_N` (default
 //! 100 000), `PARKWAY_BENCH_ROUNDS` (default 3), `PARKWAY_BENCH_ONLY`
-//! (`happy`, `pause` or `delay`), `PARKWAY_KAFKA_BOOTSTRAP`.
+//! (`happy`, `pause` or `delay`; `engine`: the happy path's engine rounds
+//! alone, for a profiler), `PARKWAY_KAFKA_BOOTSTRAP`.
 //!
 //! Run: `cargo bench -p parkway-benches --bench kafka`
 // A bench may abort on a setup failure, and its output is the point.
@@ -281,10 +282,10 @@ fn main() {
         if only == "delay" {
             return delay_report().await;
         }
-        if only.is_empty() || only == "happy" {
-            happy(n).await;
+        if only.is_empty() || only == "happy" || only == "engine" {
+            happy(n, only != "engine").await;
         }
-        if only == "happy" {
+        if only == "happy" || only == "engine" {
             return;
         }
         let n = n.min(20_000);
@@ -320,7 +321,8 @@ fn main() {
 
 /// Raw and engine rounds alternated over one topic, each round a fresh
 /// consumer group reading all `n` records.
-async fn happy(n: u64) {
+/// `raw_too = false` runs the engine rounds alone (for profiling it).
+async fn happy(n: u64, raw_too: bool) {
     let rounds: usize = std::env::var("PARKWAY_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -335,16 +337,18 @@ async fn happy(n: u64) {
     let (mut raws, mut gathered, mut engines) = (Vec::new(), Vec::new(), Vec::new());
     let interval = config(&topic, "-").commit_interval;
     for round in 0..rounds {
-        let group = format!("{topic}-raw-{round}");
-        raws.push(within("the raw round", raw(&topic, &group, n, None)).await);
-        let group = format!("{topic}-gathered-{round}");
-        gathered.push(
-            within(
-                "the gathered raw round",
-                raw(&topic, &group, n, Some(interval)),
-            )
-            .await,
-        );
+        if raw_too {
+            let group = format!("{topic}-raw-{round}");
+            raws.push(within("the raw round", raw(&topic, &group, n, None)).await);
+            let group = format!("{topic}-gathered-{round}");
+            gathered.push(
+                within(
+                    "the gathered raw round",
+                    raw(&topic, &group, n, Some(interval)),
+                )
+                .await,
+            );
+        }
         let group = format!("{topic}-engine-{round}");
         let t = KafkaTransport::connect(config(&topic, &group), [&policy])
             .await

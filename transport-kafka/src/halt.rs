@@ -21,7 +21,6 @@ use std::{
 };
 
 use parkway_core::{Envelope, ErrorKind, TransportError, envelope::Headers};
-use rdkafka::{TopicPartitionList, consumer::Consumer};
 
 use crate::{
     KIND, KafkaTransport,
@@ -115,18 +114,15 @@ impl Inner {
             };
             held = view(&r.topic, r.partition, &halted);
             p.halted = Some(halted);
-            p.paused = p.paused || self.ordered;
+            // Pause-partition mode: nothing behind it may run, so stop
+            // fetching too. In retry-topic mode the others flow; only the
+            // commit waits.
+            if self.ordered && !p.paused {
+                p.paused = true;
+                self.set_fetching(&r.topic, r.partition, false);
+            }
             metrics::gauge!("parkway_halted_partitions", "transport" => KIND)
                 .set(s.halted().count() as f64);
-        }
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(&r.topic, r.partition);
-        // Pause-partition mode: nothing behind it may run, so stop fetching
-        // too. In retry-topic mode the others flow; only the commit waits.
-        if self.ordered
-            && let Err(e) = self.consumer.pause(&tpl)
-        {
-            tracing::warn!(error = %e, topic = %r.topic, partition = r.partition, "could not pause the halted partition; its records stay buffered behind the halted one");
         }
         tracing::error!(
             topic = %r.topic,
@@ -185,20 +181,14 @@ impl Inner {
             return Err(crate::transport::revoked());
         };
         p.halted = None;
-        p.paused = false;
+        if p.paused {
+            p.paused = false;
+            self.set_fetching(topic, partition, true);
+        }
         let out = then(p);
         metrics::gauge!("parkway_halted_partitions", "transport" => KIND)
             .set(s.halted().count() as f64);
         Ok(out)
-    }
-
-    fn unpause(&self, topic: &str, partition: i32) {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition(topic, partition);
-        if let Err(e) = self.consumer.resume(&tpl) {
-            tracing::warn!(error = %e, topic, partition, "could not resume fetching the partition");
-        }
-        self.ready.notify_one();
     }
 
     /// Runs the halted record again, in place, with the budget its own
@@ -217,7 +207,7 @@ impl Inner {
             offset,
             "halted record resumed by an operator"
         );
-        self.unpause(topic, partition);
+        self.ready.notify_one();
         Ok(())
     }
 
@@ -253,7 +243,7 @@ impl Inner {
             dlt = %self.config.dlt(),
             "halted record skipped to the dead-letter topic by an operator; order is broken for its key"
         );
-        self.unpause(topic, partition);
+        self.ready.notify_one();
         Ok(())
     }
 }

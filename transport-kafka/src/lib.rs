@@ -27,6 +27,7 @@ mod halt;
 mod headers;
 mod parking;
 mod plan;
+mod pump;
 mod tiers;
 mod transport;
 

@@ -21,7 +21,8 @@ pub(crate) struct Record {
     pub(crate) partition: i32,
     pub(crate) offset: i64,
     pub(crate) key: Option<Vec<u8>>,
-    pub(crate) payload: Vec<u8>,
+    /// Shared with the delivery's body: copied out of librdkafka once.
+    pub(crate) payload: bytes::Bytes,
     pub(crate) headers: Option<OwnedHeaders>,
     /// Retry records: when they may run.
     pub(crate) due: Option<Instant>,
@@ -220,7 +221,7 @@ mod tests {
             partition: 0,
             offset,
             key: None,
-            payload: vec![],
+            payload: bytes::Bytes::new(),
             headers: None,
             due,
         }

@@ -5,18 +5,18 @@ use std::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicBool, Ordering as AtomicOrdering},
     },
-    time::{Duration, SystemTime},
+    time::Duration,
 };
 
 use async_trait::async_trait;
 use parkway_core::{
     Capabilities, DelayMode, Delivery, Envelope, ErrorKind, Message, Ordering, Origin, ParkingLot,
-    RetryPolicy, Settle, Transport, TransportError, Unsettled, envelope::names,
+    RetryPolicy, Settle, Transport, TransportError, Unsettled,
 };
 use rdkafka::{
     ClientContext, Offset, TopicPartitionList,
     consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer},
-    message::{Headers as _, Message as _, OwnedHeaders},
+    message::OwnedHeaders,
     producer::{FutureProducer, FutureRecord},
 };
 use tokio::{sync::Notify, task::JoinHandle, time::Instant};
@@ -93,9 +93,9 @@ pub(crate) struct Inner {
     pub(crate) state: Arc<Mutex<State>>,
     pub(crate) ready: Arc<Notify>,
     /// A consumer made room in a full source partition (the pump waits).
-    drained: Notify,
+    pub(crate) drained: Notify,
     pub(crate) commits: Arc<Commits>,
-    closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
     pump: Mutex<Option<JoinHandle<()>>>,
     /// The control-topic listener and the committer.
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -257,112 +257,26 @@ pub const CORRELATION_ID: &str = "correlation-id";
 /// See [`MESSAGE_ID`].
 pub const MESSAGE_TYPE: &str = "message-type";
 
-/// Moves fetched records into the partition buffers; never sleeps on a
-/// record, pauses a partition only when its buffer is full.
-async fn pump(inner: Arc<Inner>) {
-    loop {
-        let record = match inner.consumer.recv().await {
-            Ok(m) => {
-                let headers = m.headers().map(|h| h.detach());
-                let due = headers.as_ref().and_then(due_instant);
-                Record {
-                    topic: m.topic().to_owned(),
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    key: m.key().map(<[u8]>::to_vec),
-                    payload: m.payload().map(<[u8]>::to_vec).unwrap_or_default(),
-                    headers,
-                    due,
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "kafka consumer error");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let (topic, partition) = (record.topic.clone(), record.partition);
-        let full = {
-            let mut s = lock(&inner.state);
-            match s.get_mut(&topic, partition) {
-                Some(p) => {
-                    p.fetched(record);
-                    if p.buffered() < inner.config.buffer_per_partition || p.paused {
-                        Full::No
-                    } else if p.tier || inner.ordered {
-                        p.paused = true;
-                        Full::Pause
-                    } else {
-                        Full::Wait
-                    }
-                }
-                None => Full::No,
-            }
-        };
-        inner.ready.notify_one();
-        match full {
-            Full::No => {}
-            Full::Pause => {
-                let mut tpl = TopicPartitionList::new();
-                tpl.add_partition(&topic, partition);
-                if let Err(e) = inner.consumer.pause(&tpl) {
-                    tracing::warn!(error = %e, %topic, partition, "could not pause a full partition");
-                }
-            }
-            Full::Wait => wait_for_room(&inner, &topic, partition).await,
-        }
-    }
-}
-
-/// What a full partition buffer calls for.
-enum Full {
-    No,
-    /// A partition that may not drain soon (retry records not yet due, or
-    /// an ordered partition retrying in place): pause it, the rest flows.
-    Pause,
-    /// A source partition any consumer drains: stop fetching until it has
-    /// room. Pausing it instead would make librdkafka drop what it had
-    /// prefetched and fetch it again on resume, a stall per pause.
-    Wait,
-}
-
-/// Waits until the partition's buffer has room again (or it was revoked,
-/// or the transport closed); librdkafka's own prefetch bound holds the
-/// rest meanwhile.
-async fn wait_for_room(inner: &Inner, topic: &str, partition: i32) {
-    loop {
-        let drained = inner.drained.notified();
-        tokio::pin!(drained);
-        drained.as_mut().enable();
-        let room = lock(&inner.state)
-            .get(topic, partition)
-            .is_none_or(|p| p.buffered() < inner.config.buffer_per_partition);
-        if room || inner.closed.load(AtomicOrdering::SeqCst) {
-            return;
-        }
-        // The timeout is a safety net only: every take that makes room
-        // notifies.
-        let _ = tokio::time::timeout(Duration::from_millis(50), drained).await;
-    }
-}
-
-/// The due time of a retry record as a monotonic instant.
-fn due_instant(h: &OwnedHeaders) -> Option<Instant> {
-    let raw = h
-        .iter()
-        .filter(|x| x.key == names::DUE_AT)
-        .filter_map(|x| x.value)
-        .last()?;
-    let due = humantime::parse_rfc3339_weak(std::str::from_utf8(raw).ok()?).ok()?;
-    let now = SystemTime::now();
-    let wait = due
-        .duration_since(now)
-        .unwrap_or_default()
-        .min(crate::MAX_DELAY);
-    Some(Instant::now() + wait)
-}
-
 impl Inner {
+    /// Pauses or resumes fetching a partition. Call it with the state lock
+    /// held, in the same critical section that sets `Partition::paused`:
+    /// otherwise a pause and a resume decided in one order can reach
+    /// librdkafka in the other, leaving a partition paused that the state
+    /// says is flowing, for good. (librdkafka runs no callback here, so the
+    /// lock cannot deadlock.)
+    pub(crate) fn set_fetching(&self, topic: &str, partition: i32, fetching: bool) {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, partition);
+        let result = if fetching {
+            self.consumer.resume(&tpl)
+        } else {
+            self.consumer.pause(&tpl)
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, topic, partition, fetching, "could not pause or resume fetching a partition");
+        }
+    }
+
     pub(crate) async fn produce(
         &self,
         topic: &str,
@@ -416,7 +330,7 @@ impl Inner {
         self.consumer
             .subscribe(&refs)
             .map_err(|e| kafka_error("subscribe", e))?;
-        *pump_slot = Some(tokio::spawn(pump(self.clone())));
+        *pump_slot = Some(tokio::spawn(crate::pump::run(self.clone())));
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.push(tokio::spawn(crate::control::listen(self.clone())));
         tasks.push(tokio::spawn(commits::run(self.clone())));
@@ -461,15 +375,22 @@ impl Inner {
                 .map(str::to_owned)
                 .or(env.message_type),
             headers: neutral,
-            body: record.payload.clone().into(),
+            body: record.payload.clone(),
         };
         let origin = Origin {
             queue: Some(record.topic.clone()),
             partition: Some(record.partition),
             offset: Some(record.offset),
         };
-        let lane = format!("{}:{}", record.topic, record.partition);
-        Delivery::new(message, origin, Token { record, epoch }).with_lane(lane)
+        // Lanes only matter to ordered policies; skip the allocation else.
+        let lane = self
+            .ordered
+            .then(|| format!("{}:{}", record.topic, record.partition));
+        let delivery = Delivery::new(message, origin, Token { record, epoch });
+        match lane {
+            Some(lane) => delivery.with_lane(lane),
+            None => delivery,
+        }
     }
 
     /// Marks a record finished and commits the grown prefix.
@@ -485,8 +406,11 @@ impl Inner {
         if let Some(next) = next {
             self.commit(&r.topic, r.partition, next);
         }
-        // In pause-partition mode the next record of this partition may run.
-        self.ready.notify_one();
+        // In pause-partition mode the next record of this partition may run
+        // now; otherwise nothing waited on this one (no wake-up to spend).
+        if self.ordered {
+            self.ready.notify_one();
+        }
         Ok(())
     }
 
@@ -536,29 +460,23 @@ impl Transport for KafkaTransport {
             if inner.closed.load(AtomicOrdering::SeqCst) {
                 return Ok(None);
             }
-            let (taken, next_due, resume) = {
+            let (taken, next_due) = {
                 let mut s = lock(&inner.state);
                 let taken = s.take(Instant::now(), inner.ordered);
-                let mut resume = None;
                 let bound = inner.config.buffer_per_partition;
                 if let Some((r, _)) = &taken {
                     if let Some(p) = s.get_mut(&r.topic, r.partition) {
-                        if p.paused && p.buffered() <= bound / 2 {
+                        if p.paused && p.halted.is_none() && p.buffered() <= bound / 2 {
                             p.paused = false;
-                            resume = Some((r.topic.clone(), r.partition));
+                            inner.set_fetching(&r.topic, r.partition, true);
                         }
                         if p.buffered() + 1 == bound {
                             inner.drained.notify_one();
                         }
                     }
                 }
-                (taken, s.next_due(), resume)
+                (taken, s.next_due())
             };
-            if let Some((topic, partition)) = resume {
-                let mut tpl = TopicPartitionList::new();
-                tpl.add_partition(&topic, partition);
-                let _ = inner.consumer.resume(&tpl);
-            }
             if let Some((record, epoch)) = taken {
                 return Ok(Some(inner.delivery(record, epoch)));
             }

@@ -1,0 +1,142 @@
+//! The pump: moves fetched records from librdkafka into the partition
+//! buffers, so a retry record waiting for its due time never blocks the
+//! poll loop and a busy partition never blocks the others.
+//!
+//! It takes every record librdkafka already holds in one go (one lock per
+//! burst, not per record) and bounds the buffers without stalling: a full
+//! source partition makes the pump wait for room, while a partition that may
+//! not drain soon is paused.
+
+use std::{
+    sync::{Arc, atomic::Ordering as AtomicOrdering},
+    time::{Duration, SystemTime},
+};
+
+use futures_util::FutureExt as _;
+use parkway_core::envelope::names;
+use rdkafka::message::{BorrowedMessage, Headers as _, Message as _, OwnedHeaders};
+use tokio::time::Instant;
+
+use crate::{
+    state::Record,
+    transport::{Inner, lock},
+};
+
+/// Records taken from librdkafka per lock of the partition state, at most.
+const BURST: usize = 64;
+
+/// Runs until the transport closes (it is aborted then).
+pub(crate) async fn run(inner: Arc<Inner>) {
+    let mut burst = Vec::with_capacity(BURST);
+    loop {
+        match inner.consumer.recv().await {
+            Ok(m) => burst.push(record(&m)),
+            Err(e) => {
+                tracing::warn!(error = %e, "kafka consumer error");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        }
+        // Whatever librdkafka already has, without waiting for more.
+        while burst.len() < BURST {
+            match inner.consumer.recv().now_or_never() {
+                Some(Ok(m)) => burst.push(record(&m)),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "kafka consumer error");
+                    break;
+                }
+                None => break,
+            }
+        }
+        place(&inner, &mut burst).await;
+    }
+}
+
+fn record(m: &BorrowedMessage<'_>) -> Record {
+    let headers = m.headers().map(|h| h.detach());
+    let due = headers.as_ref().and_then(due_instant);
+    Record {
+        topic: m.topic().to_owned(),
+        partition: m.partition(),
+        offset: m.offset(),
+        key: m.key().map(<[u8]>::to_vec),
+        payload: m
+            .payload()
+            .map(bytes::Bytes::copy_from_slice)
+            .unwrap_or_default(),
+        headers,
+        due,
+    }
+}
+
+/// Buffers a burst, then pauses or waits for what filled up.
+async fn place(inner: &Inner, burst: &mut Vec<Record>) {
+    let n = burst.len();
+    let mut full = Vec::new();
+    {
+        let mut s = lock(&inner.state);
+        for record in burst.drain(..) {
+            let (partition, topic) = (record.partition, record.topic.clone());
+            let Some(p) = s.get_mut(&topic, partition) else {
+                continue;
+            };
+            p.fetched(record);
+            if p.buffered() < inner.config.buffer_per_partition || p.paused {
+                continue;
+            }
+            if p.tier || inner.ordered {
+                // A partition that may not drain soon: pause it, the rest
+                // flows.
+                p.paused = true;
+                inner.set_fetching(&topic, partition, false);
+            } else if !full.iter().any(|(t, q)| *t == topic && *q == partition) {
+                full.push((topic, partition));
+            }
+        }
+    }
+    for _ in 0..n {
+        inner.ready.notify_one();
+    }
+    // A full source partition any consumer drains: stop fetching until it
+    // has room. Pausing it instead would make librdkafka drop what it had
+    // prefetched and fetch it again on resume, a stall per pause.
+    for (topic, partition) in full {
+        wait_for_room(inner, &topic, partition).await;
+    }
+}
+
+/// Waits until the partition's buffer has room again (or it was revoked,
+/// or the transport closed); librdkafka's own prefetch bound holds the
+/// rest meanwhile.
+async fn wait_for_room(inner: &Inner, topic: &str, partition: i32) {
+    loop {
+        let drained = inner.drained.notified();
+        tokio::pin!(drained);
+        drained.as_mut().enable();
+        let room = lock(&inner.state)
+            .get(topic, partition)
+            .is_none_or(|p| p.buffered() < inner.config.buffer_per_partition);
+        if room || inner.closed.load(AtomicOrdering::SeqCst) {
+            return;
+        }
+        // The timeout is a safety net only: every take that makes room
+        // notifies.
+        let _ = tokio::time::timeout(Duration::from_millis(50), drained).await;
+    }
+}
+
+/// The due time of a retry record as a monotonic instant.
+fn due_instant(h: &OwnedHeaders) -> Option<Instant> {
+    let raw = h
+        .iter()
+        .filter(|x| x.key == names::DUE_AT)
+        .filter_map(|x| x.value)
+        .last()?;
+    let due = humantime::parse_rfc3339_weak(std::str::from_utf8(raw).ok()?).ok()?;
+    let now = SystemTime::now();
+    let wait = due
+        .duration_since(now)
+        .unwrap_or_default()
+        .min(crate::MAX_DELAY);
+    Some(Instant::now() + wait)
+}
