@@ -30,6 +30,7 @@ mod plan;
 mod pump;
 mod tiers;
 mod transport;
+mod verbs;
 
 pub use admin::create_topic;
 pub use config::KafkaConfig;

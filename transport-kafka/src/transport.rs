@@ -1,4 +1,5 @@
-//! [`KafkaTransport`]: the consumer pump, receive and settle.
+//! [`KafkaTransport`]: connecting, the rebalance callbacks and the shared
+//! state the pump (`pump.rs`) and the transport verbs (`verbs.rs`) work on.
 
 use std::{
     sync::{
@@ -8,10 +9,8 @@ use std::{
     time::Duration,
 };
 
-use async_trait::async_trait;
 use parkway_core::{
-    Capabilities, DelayMode, Delivery, Envelope, ErrorKind, Message, Ordering, Origin, ParkingLot,
-    RetryPolicy, Settle, Transport, TransportError, Unsettled,
+    Delivery, Envelope, ErrorKind, Message, Ordering, Origin, RetryPolicy, TransportError,
 };
 use rdkafka::{
     ClientContext, Offset, TopicPartitionList,
@@ -19,12 +18,12 @@ use rdkafka::{
     message::OwnedHeaders,
     producer::{FutureProducer, FutureRecord},
 };
-use tokio::{sync::Notify, task::JoinHandle, time::Instant};
+use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::{
     KIND, KafkaConfig, TierPlan, admin,
     commits::{self, Commits},
-    headers::{for_copy, from_headers, to_headers},
+    headers::{from_headers, to_headers},
     parking::KafkaParkingLot,
     state::{Record, State},
 };
@@ -314,7 +313,7 @@ impl Inner {
     /// Joins the group and starts fetching, on the first `receive`: a
     /// transport used only to produce or browse never takes partitions
     /// from the workers of its group.
-    fn start(self: &Arc<Self>) -> Result<(), TransportError> {
+    pub(crate) fn start(self: &Arc<Self>) -> Result<(), TransportError> {
         let mut pump_slot = self.pump.lock().unwrap_or_else(|p| p.into_inner());
         if pump_slot.is_some() {
             return Ok(());
@@ -353,7 +352,7 @@ impl Inner {
         }
     }
 
-    fn delivery(&self, record: Record, epoch: u64) -> Delivery {
+    pub(crate) fn delivery(&self, record: Record, epoch: u64) -> Delivery {
         let neutral = to_headers(record.headers.as_ref());
         let env = Envelope::decode(&neutral);
         let message = Message {
@@ -394,7 +393,7 @@ impl Inner {
     }
 
     /// Marks a record finished and commits the grown prefix.
-    fn finish(&self, token: &Token) -> Result<(), TransportError> {
+    pub(crate) fn finish(&self, token: &Token) -> Result<(), TransportError> {
         let r = &token.record;
         let next = {
             let mut s = lock(&self.state);
@@ -414,7 +413,7 @@ impl Inner {
         Ok(())
     }
 
-    fn current(&self, token: &Token) -> bool {
+    pub(crate) fn current(&self, token: &Token) -> bool {
         let s = lock(&self.state);
         s.get(&token.record.topic, token.record.partition)
             .is_some_and(|p| p.epoch == token.epoch)
@@ -427,187 +426,4 @@ pub(crate) fn revoked() -> TransportError {
         ErrorKind::Disconnected,
         "the record's partition was revoked; its new owner processes it from the last commit",
     )
-}
-
-#[async_trait]
-impl Transport for KafkaTransport {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_delay: Some(crate::MAX_DELAY),
-            delay_mode: DelayMode::Exact {
-                granularity: Duration::from_millis(5),
-            },
-            ordered: true,
-            native_redrive: false,
-            halts_in_place: true,
-        }
-    }
-
-    async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
-        let inner = &self.inner;
-        if inner.closed.load(AtomicOrdering::SeqCst) {
-            return Ok(None);
-        }
-        inner.start()?;
-        loop {
-            let ready = inner.ready.notified();
-            tokio::pin!(ready);
-            ready.as_mut().enable();
-            if inner.closed.load(AtomicOrdering::SeqCst) {
-                return Ok(None);
-            }
-            let (taken, next_due) = {
-                let mut s = lock(&inner.state);
-                let taken = s.take(Instant::now(), inner.ordered);
-                let bound = inner.config.buffer_per_partition;
-                if let Some((r, _)) = &taken {
-                    if let Some(p) = s.get_mut(&r.topic, r.partition) {
-                        if p.paused && p.halted.is_none() && p.buffered() <= bound / 2 {
-                            p.paused = false;
-                            inner.set_fetching(&r.topic, r.partition, true);
-                        }
-                        if p.buffered() + 1 == bound {
-                            inner.drained.notify_one();
-                        }
-                    }
-                }
-                (taken, s.next_due())
-            };
-            if let Some((record, epoch)) = taken {
-                return Ok(Some(inner.delivery(record, epoch)));
-            }
-            match next_due {
-                Some(due) => {
-                    tokio::select! {
-                        () = &mut ready => {}
-                        () = tokio::time::sleep_until(due) => {}
-                    }
-                }
-                None => ready.await,
-            }
-        }
-    }
-
-    async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
-        let name = action.name();
-        let fail = |delivery, error| Unsettled {
-            action: name,
-            error,
-            delivery,
-        };
-        let Some(token) = delivery.token::<Token>() else {
-            let e = TransportError::new(
-                KIND,
-                ErrorKind::Config,
-                "delivery is not from this transport",
-            );
-            return Err(fail(delivery, e));
-        };
-        let inner = &self.inner;
-        if !inner.current(token) {
-            return Err(fail(delivery, revoked()));
-        }
-        let r = &token.record;
-        let result = match &action {
-            Settle::Ack | Settle::Discard => inner.finish(token),
-            Settle::Release => {
-                let mut s = lock(&inner.state);
-                match s.get_mut(&r.topic, r.partition) {
-                    Some(p) if p.epoch == token.epoch => {
-                        p.release(r.clone());
-                        drop(s);
-                        inner.ready.notify_one();
-                        Ok(())
-                    }
-                    _ => Err(revoked()),
-                }
-            }
-            Settle::Retry { delay, headers } => {
-                let tier = inner
-                    .plan
-                    .tier_for(*delay)
-                    .map(|l| inner.config.tier_topic(l));
-                let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
-                let copy = for_copy(r.headers.as_ref(), headers);
-                match inner
-                    .produce(
-                        &topic,
-                        Some(r.partition),
-                        r.key.as_deref(),
-                        &r.payload,
-                        copy,
-                    )
-                    .await
-                {
-                    Ok(()) => inner.finish(token),
-                    Err(e) => Err(e),
-                }
-            }
-            Settle::Park { headers } => {
-                let copy = for_copy(r.headers.as_ref(), headers);
-                match inner
-                    .produce(
-                        &inner.config.dlt(),
-                        Some(r.partition),
-                        r.key.as_deref(),
-                        &r.payload,
-                        copy,
-                    )
-                    .await
-                {
-                    Ok(()) => inner.finish(token),
-                    Err(e) => Err(e),
-                }
-            }
-            Settle::Halt { headers } => inner
-                .halt(token, headers)
-                .map(|h| crate::control::announce(inner, &h)),
-            _ => Err(TransportError::new(
-                KIND,
-                ErrorKind::Unsupported,
-                format!("settlement {name}"),
-            )),
-        };
-        result.map_err(|e| fail(delivery, e))
-    }
-
-    fn parking_lot(&self) -> &dyn ParkingLot {
-        &self.lot
-    }
-
-    fn describe(&self) -> Vec<String> {
-        let c = &self.inner.config;
-        let tiers: Vec<String> = self.inner.plan.labels().map(|l| c.tier_topic(l)).collect();
-        vec![
-            format!(
-                "brokers {}, group `{}`, source topic `{}`",
-                c.bootstrap_servers, c.group_id, c.topic
-            ),
-            format!(
-                "retry tiers: {} — each record carries its due time and is held until then",
-                if tiers.is_empty() {
-                    "none".to_owned()
-                } else {
-                    tiers.join(", ")
-                }
-            ),
-            format!(
-                "dead-letter topic `{}`, replay index `{}` (compacted)",
-                c.dlt(),
-                c.replayed_topic()
-            ),
-            format!(
-                "mode: {}",
-                if self.inner.ordered {
-                    "pause-partition (one record in flight per partition, retried in place)"
-                } else {
-                    "retry topics"
-                }
-            ),
-        ]
-    }
 }

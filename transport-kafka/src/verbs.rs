@@ -1,0 +1,201 @@
+//! The transport verbs on Kafka: `receive` hands out the next runnable
+//! record (a due retry, or a source record its partition's mode allows);
+//! `settle` commits only after a retry or parked copy's delivery report.
+
+use std::{sync::atomic::Ordering as AtomicOrdering, time::Duration};
+
+use async_trait::async_trait;
+use parkway_core::{
+    Capabilities, DelayMode, Delivery, ErrorKind, ParkingLot, Settle, Transport, TransportError,
+    Unsettled,
+};
+use tokio::time::Instant;
+
+use crate::{
+    KIND,
+    headers::for_copy,
+    transport::{KafkaTransport, Token, lock, revoked},
+};
+
+#[async_trait]
+impl Transport for KafkaTransport {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_delay: Some(crate::MAX_DELAY),
+            delay_mode: DelayMode::Exact {
+                granularity: Duration::from_millis(5),
+            },
+            ordered: true,
+            native_redrive: false,
+            halts_in_place: true,
+        }
+    }
+
+    async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
+        let inner = &self.inner;
+        if inner.closed.load(AtomicOrdering::SeqCst) {
+            return Ok(None);
+        }
+        inner.start()?;
+        loop {
+            let ready = inner.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if inner.closed.load(AtomicOrdering::SeqCst) {
+                return Ok(None);
+            }
+            let (taken, next_due) = {
+                let mut s = lock(&inner.state);
+                let taken = s.take(Instant::now(), inner.ordered);
+                let bound = inner.config.buffer_per_partition;
+                if let Some((r, _)) = &taken {
+                    if let Some(p) = s.get_mut(&r.topic, r.partition) {
+                        if p.paused && p.halted.is_none() && p.buffered() <= bound / 2 {
+                            p.paused = false;
+                            inner.set_fetching(&r.topic, r.partition, true);
+                        }
+                        if p.buffered() + 1 == bound {
+                            inner.drained.notify_one();
+                        }
+                    }
+                }
+                (taken, s.next_due())
+            };
+            if let Some((record, epoch)) = taken {
+                return Ok(Some(inner.delivery(record, epoch)));
+            }
+            match next_due {
+                Some(due) => {
+                    tokio::select! {
+                        () = &mut ready => {}
+                        () = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                None => ready.await,
+            }
+        }
+    }
+
+    async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
+        let name = action.name();
+        let fail = |delivery, error| Unsettled {
+            action: name,
+            error,
+            delivery,
+        };
+        let Some(token) = delivery.token::<Token>() else {
+            let e = TransportError::new(
+                KIND,
+                ErrorKind::Config,
+                "delivery is not from this transport",
+            );
+            return Err(fail(delivery, e));
+        };
+        let inner = &self.inner;
+        if !inner.current(token) {
+            return Err(fail(delivery, revoked()));
+        }
+        let r = &token.record;
+        let result = match &action {
+            Settle::Ack | Settle::Discard => inner.finish(token),
+            Settle::Release => {
+                let mut s = lock(&inner.state);
+                match s.get_mut(&r.topic, r.partition) {
+                    Some(p) if p.epoch == token.epoch => {
+                        p.release(r.clone());
+                        drop(s);
+                        inner.ready.notify_one();
+                        Ok(())
+                    }
+                    _ => Err(revoked()),
+                }
+            }
+            Settle::Retry { delay, headers } => {
+                let tier = inner
+                    .plan
+                    .tier_for(*delay)
+                    .map(|l| inner.config.tier_topic(l));
+                let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
+                let copy = for_copy(r.headers.as_ref(), headers);
+                match inner
+                    .produce(
+                        &topic,
+                        Some(r.partition),
+                        r.key.as_deref(),
+                        &r.payload,
+                        copy,
+                    )
+                    .await
+                {
+                    Ok(()) => inner.finish(token),
+                    Err(e) => Err(e),
+                }
+            }
+            Settle::Park { headers } => {
+                let copy = for_copy(r.headers.as_ref(), headers);
+                match inner
+                    .produce(
+                        &inner.config.dlt(),
+                        Some(r.partition),
+                        r.key.as_deref(),
+                        &r.payload,
+                        copy,
+                    )
+                    .await
+                {
+                    Ok(()) => inner.finish(token),
+                    Err(e) => Err(e),
+                }
+            }
+            Settle::Halt { headers } => inner
+                .halt(token, headers)
+                .map(|h| crate::control::announce(inner, &h)),
+            _ => Err(TransportError::new(
+                KIND,
+                ErrorKind::Unsupported,
+                format!("settlement {name}"),
+            )),
+        };
+        result.map_err(|e| fail(delivery, e))
+    }
+
+    fn parking_lot(&self) -> &dyn ParkingLot {
+        &self.lot
+    }
+
+    fn describe(&self) -> Vec<String> {
+        let c = &self.inner.config;
+        let tiers: Vec<String> = self.inner.plan.labels().map(|l| c.tier_topic(l)).collect();
+        vec![
+            format!(
+                "brokers {}, group `{}`, source topic `{}`",
+                c.bootstrap_servers, c.group_id, c.topic
+            ),
+            format!(
+                "retry tiers: {} — each record carries its due time and is held until then",
+                if tiers.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tiers.join(", ")
+                }
+            ),
+            format!(
+                "dead-letter topic `{}`, replay index `{}` (compacted)",
+                c.dlt(),
+                c.replayed_topic()
+            ),
+            format!(
+                "mode: {}",
+                if self.inner.ordered {
+                    "pause-partition (one record in flight per partition, retried in place)"
+                } else {
+                    "retry topics"
+                }
+            ),
+        ]
+    }
+}
