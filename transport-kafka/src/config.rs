@@ -42,7 +42,9 @@ pub struct KafkaConfig {
     /// Longest wait for a produce's delivery report.
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub produce_timeout: Duration,
-    /// Records buffered per partition before it is paused.
+    /// Records buffered per partition. A full source partition (retry-topic
+    /// mode) makes the fetcher wait for room; a full retry-tier or ordered
+    /// partition, which may not drain soon, is paused so the rest flows.
     #[serde(default = "default_buffer")]
     pub buffer_per_partition: usize,
     /// How long finished offsets gather before one commit carries them all
