@@ -75,13 +75,19 @@ async fn place(inner: &Inner, burst: &mut Vec<Record>) {
     let mut full = Vec::new();
     {
         let mut s = lock(&inner.state);
+        let bound = inner.config.buffer_per_partition;
         for record in burst.drain(..) {
-            let (partition, topic) = (record.partition, record.topic.clone());
-            let Some(p) = s.get_mut(&topic, partition) else {
+            let Some(p) = s.get_mut(&record.topic, record.partition) else {
                 continue;
             };
+            // The topic is copied only for a partition about to fill up.
+            let filling = (!p.paused && p.buffered() + 1 >= bound)
+                .then(|| (record.topic.clone(), record.partition));
             p.fetched(record);
-            if p.buffered() < inner.config.buffer_per_partition || p.paused {
+            let Some((topic, partition)) = filling else {
+                continue;
+            };
+            if p.buffered() < bound {
                 continue;
             }
             if p.tier || inner.ordered {
