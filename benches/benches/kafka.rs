@@ -39,7 +39,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use parkway_benches::{Timing, precision_policy, precision_report};
+use parkway_benches::{Timing, env_or, median, precision_policy, precision_report};
 use parkway_core::{Backoff, Failure, Handler, Message, Ordering, RetryPolicy, Worker};
 use parkway_kafka::{KafkaConfig, KafkaTransport, create_topic};
 use rdkafka::{
@@ -276,7 +276,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let n = std::env::var("PARKWAY_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000u64);
+        let n = env_or("PARKWAY_BENCH_N", 100_000);
         println!("Kafka-protocol broker at {} — N = {n}\n", bootstrap());
         let only = std::env::var("PARKWAY_BENCH_ONLY").unwrap_or_default();
         if only == "delay" {
@@ -323,10 +323,7 @@ fn main() {
 /// consumer group reading all `n` records.
 /// `raw_too = false` runs the engine rounds alone (for profiling it).
 async fn happy(n: u64, raw_too: bool) {
-    let rounds: usize = std::env::var("PARKWAY_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let rounds = env_or("PARKWAY_BENCH_ROUNDS", 3);
     let policy = RetryPolicy::builder()
         .max_attempts(3)
         .backoff(Backoff::fixed(Duration::from_secs(1)))
@@ -383,12 +380,6 @@ async fn happy(n: u64, raw_too: bool) {
         "happy path     ratio engine/raw (same commit interval):  {:>9.3}  (goal ≥ 0.95)\n",
         eng_rate / gathered_rate
     );
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 async fn delay_report() {

@@ -40,16 +40,9 @@ use lapin::{
     },
     types::FieldTable,
 };
-use parkway_benches::{Timing, precision_policy, precision_report};
+use parkway_benches::{Timing, env_or, precision_policy, precision_report};
 use parkway_core::{Backoff, Envelope, Failure, Handler, Message, RetryPolicy, Worker};
 use parkway_rabbitmq::{RabbitConfig, RabbitTransport};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn url() -> String {
     std::env::var("PARKWAY_RABBITMQ_URL")

@@ -32,7 +32,7 @@ use std::{
 };
 
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use parkway_benches::{Timing, precision_policy, precision_report};
+use parkway_benches::{Timing, env_or, precision_policy, precision_report};
 use parkway_core::{Backoff, Failure, Handler, Message, RetryPolicy, Worker};
 use parkway_sqs::{CredentialSource, SqsConfig, SqsTransport};
 
@@ -227,7 +227,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let n = std::env::var("PARKWAY_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(3_000u64);
+        let n = env_or("PARKWAY_BENCH_N", 3_000);
         println!("SQS emulator at {} — N = {n}, {POLLERS} pollers × {BATCH}\n", endpoint());
         let policy = RetryPolicy::builder().max_attempts(3).backoff(Backoff::fixed(Duration::from_secs(1))).build().unwrap();
         let rates = Mutex::new((Vec::new(), Vec::new()));

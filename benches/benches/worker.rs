@@ -17,6 +17,7 @@
 
 use std::{sync::Arc, time::Instant};
 
+use parkway_benches::{env_or, median};
 use parkway_core::{Failure, Handler, Message, Settle, Transport, Worker, memory::MemoryTransport};
 use tokio::runtime::{Builder, Runtime};
 
@@ -29,16 +30,6 @@ struct Noop;
 impl Handler for Noop {
     async fn handle(&self, _message: &Message) -> Result<(), Failure> {
         Ok(())
-    }
-}
-
-fn env_or(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.trim().replace('_', "").parse().unwrap_or_else(|_| {
-            eprintln!("{name}={v:?} is not a positive whole number");
-            std::process::exit(2)
-        }),
-        Err(_) => default,
     }
 }
 
@@ -85,11 +76,6 @@ async fn bare(n: u64) -> f64 {
     n as f64 / elapsed.as_secs_f64()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn compare(label: &str, rt: &Runtime, n: u64, rounds: u64) {
     let mut engine_rates = Vec::new();
     let mut bare_rates = Vec::new();
@@ -103,7 +89,7 @@ fn compare(label: &str, rt: &Runtime, n: u64, rounds: u64) {
         engine_rates.push(e);
         bare_rates.push(b);
     }
-    let (e, b) = (median(engine_rates), median(bare_rates));
+    let (e, b) = (median(&engine_rates), median(&bare_rates));
     println!("{label}: worker/engine (concurrency {CONCURRENCY}): {e:.0} msgs/s (median)");
     println!("{label}: bare receive+ack loop:          {b:.0} msgs/s (median)");
     println!("{label}: ratio engine/bare:              {:.3}", e / b);

@@ -124,3 +124,25 @@ pub fn precision_report(mut samples: Vec<(Duration, Duration)>) -> Vec<String> {
     }
     lines
 }
+
+/// A whole-number setting from the environment (`_` separators allowed),
+/// or `default` when unset; a value that does not parse stops the bench
+/// with a message naming the variable, rather than silently measuring
+/// something else.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.trim().replace('_', "").parse().unwrap_or_else(|_| {
+            eprintln!("{name}={v:?} is not a positive whole number");
+            std::process::exit(2)
+        }),
+        Err(_) => default,
+    }
+}
+
+/// The median of a round's rates (the upper one of an even count; 0 for
+/// none).
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
