@@ -39,7 +39,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use parkway_benches::{Timing, env_or, median, precision_policy, precision_report};
+use parkway_benches::{
+    Timing, cpu_since, cpu_snapshot, env_or, median, precision_policy, precision_report,
+};
 use parkway_core::{Backoff, Failure, Handler, Message, Ordering, RetryPolicy, Worker};
 use parkway_kafka::{KafkaConfig, KafkaTransport, create_topic};
 use rdkafka::{
@@ -125,7 +127,8 @@ const PHASE_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The raw loop: commit after each record, or (`gather`) the latest offset
 /// per partition once per that interval, as the engine does by default.
-async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> f64 {
+/// Returns msgs/s and CPU time per record, both after the first tenth.
+async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> (f64, Duration) {
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .set("group.id", group)
@@ -143,6 +146,7 @@ async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> f64 
     };
     let warm = n / 10;
     let mut start = Instant::now();
+    let mut cpu = cpu_snapshot();
     let mut latest: HashMap<i32, i64> = HashMap::new();
     let mut last_commit = Instant::now();
     for seen in 0..n {
@@ -164,9 +168,11 @@ async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> f64 
         }
         if seen + 1 == warm {
             start = Instant::now();
+            cpu = cpu_snapshot();
         }
     }
-    (n - warm) as f64 / start.elapsed().as_secs_f64()
+    let per = cpu_since(&cpu) / u32::try_from(n - warm).unwrap();
+    ((n - warm) as f64 / start.elapsed().as_secs_f64(), per)
 }
 
 #[derive(Clone)]
@@ -176,6 +182,8 @@ struct Count {
     warm: u64,
     runs: Arc<AtomicU64>,
     started: Arc<Mutex<Option<Instant>>>,
+    /// Per-thread CPU time when the clock started.
+    cpu: Arc<Mutex<Option<HashMap<String, u64>>>>,
     /// When the latest record succeeded: a paused partition's share never
     /// completes, so rates run to the last success, not to a deadline.
     last: Arc<Mutex<Option<Instant>>>,
@@ -199,6 +207,7 @@ impl Handler for Count {
         let now = Instant::now();
         if self.runs.fetch_add(1, AtomicOrdering::SeqCst) + 1 == self.warm {
             *self.started.lock().unwrap() = Some(now);
+            *self.cpu.lock().unwrap() = Some(cpu_snapshot());
         }
         *self.last.lock().unwrap() = Some(now);
         Ok(())
@@ -211,11 +220,12 @@ async fn engine(
     policy: RetryPolicy,
     n: u64,
     fail_body: Option<&'static str>,
-) -> (f64, Count) {
+) -> (f64, Duration, Count) {
     let h = Count {
         warm: n / 10,
         runs: Arc::default(),
         started: Arc::default(),
+        cpu: Arc::default(),
         last: Arc::default(),
         fail_body,
         per_key: fail_body.map(|_| Arc::default()),
@@ -231,7 +241,7 @@ async fn engine(
     }));
     // Until `n` records succeeded, or until nothing succeeded for a second
     // (a paused partition's share never completes).
-    let rate = loop {
+    let (rate, per) = loop {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let done = h.runs.load(AtomicOrdering::SeqCst);
         let started = *h.started.lock().unwrap();
@@ -239,13 +249,15 @@ async fn engine(
         if let (Some(start), Some(last)) = (started, last)
             && (done >= n || last.elapsed() >= Duration::from_secs(1))
         {
-            break (done - h.warm) as f64 / (last - start).as_secs_f64();
+            let cpu = h.cpu.lock().unwrap().take().unwrap_or_default();
+            let per = cpu_since(&cpu) / u32::try_from((done - h.warm).max(1)).unwrap();
+            break ((done - h.warm) as f64 / (last - start).as_secs_f64(), per);
         }
     };
     let _ = tx.send(());
     running.await.unwrap().unwrap();
     t.close().await;
-    (rate, h)
+    (rate, per, h)
 }
 
 async fn precision() -> Vec<(Duration, Duration)> {
@@ -279,6 +291,21 @@ fn main() {
         let n = env_or("PARKWAY_BENCH_N", 100_000);
         println!("Kafka-protocol broker at {} — N = {n}\n", bootstrap());
         let only = std::env::var("PARKWAY_BENCH_ONLY").unwrap_or_default();
+        if only == "sizes" {
+            use parkway_core::Transport as _;
+            let topic = format!("pw-bench-{:08x}", suffix());
+            create_topic(&bootstrap(), &topic, 1).await.unwrap();
+            let policy = RetryPolicy::default();
+            let t = KafkaTransport::connect(config(&topic, "g"), [&policy]).await.unwrap();
+            let r = t.receive();
+            println!("receive future {}", std::mem::size_of_val(&*r));
+            drop(r);
+            let d = parkway_core::Delivery::new(Message::new("x", "y"), Default::default(), 1u8);
+            let s = t.settle(d, parkway_core::Settle::Ack);
+            println!("settle future {}", std::mem::size_of_val(&*s));
+            println!("delivery {}", std::mem::size_of::<parkway_core::Delivery>());
+            return;
+        }
         if only == "delay" {
             return delay_report().await;
         }
@@ -299,12 +326,12 @@ fn main() {
             .unwrap();
         let m = n / 2;
         let (_, calm) = topic_with(m, 4, &ordered, |_| "ok").await;
-        let (calm_rate, _) = engine(&calm, ordered.clone(), m, None).await;
+        let (calm_rate, _, _) = engine(&calm, ordered.clone(), m, None).await;
         // Same load, but every record of one key fails forever: its
         // partition retries in place; the others must keep flowing.
         let (_, stuck) = topic_with(m, 4, &ordered, |i| if i % 97 == 0 { "stuck" } else { "ok" }).await;
         let healthy = m - m.div_ceil(97);
-        let (stuck_rate, h) = engine(&stuck, ordered, healthy, Some("stuck")).await;
+        let (stuck_rate, _, h) = engine(&stuck, ordered, healthy, Some("stuck")).await;
         let partitions_done = h.per_key.as_ref().map_or(0, |k| k.lock().unwrap().len());
         println!("pause-partition  4 partitions, none paused:      {calm_rate:>9.0} msgs/s");
         println!("pause-partition  one partition retrying in place: {stuck_rate:>9.0} msgs/s of the other partitions");
@@ -332,26 +359,31 @@ async fn happy(n: u64, raw_too: bool) {
     let (topic, t) = within("publishing", topic_with(n, 3, &policy, |_| "ok")).await;
     t.close().await;
     let (mut raws, mut gathered, mut engines) = (Vec::new(), Vec::new(), Vec::new());
+    // CPU time per record, per round: raw, gathered, engine.
+    let mut cpu: [Vec<f64>; 3] = Default::default();
     let interval = config(&topic, "-").commit_interval;
     for round in 0..rounds {
         if raw_too {
             let group = format!("{topic}-raw-{round}");
-            raws.push(within("the raw round", raw(&topic, &group, n, None)).await);
+            let (rate, per) = within("the raw round", raw(&topic, &group, n, None)).await;
+            raws.push(rate);
+            cpu[0].push(per.as_secs_f64() * 1e6);
             let group = format!("{topic}-gathered-{round}");
-            gathered.push(
-                within(
-                    "the gathered raw round",
-                    raw(&topic, &group, n, Some(interval)),
-                )
-                .await,
-            );
+            let (rate, per) = within(
+                "the gathered raw round",
+                raw(&topic, &group, n, Some(interval)),
+            )
+            .await;
+            gathered.push(rate);
+            cpu[1].push(per.as_secs_f64() * 1e6);
         }
         let group = format!("{topic}-engine-{round}");
         let t = KafkaTransport::connect(config(&topic, &group), [&policy])
             .await
             .unwrap();
-        let (rate, _) = within("the engine round", engine(&t, policy.clone(), n, None)).await;
+        let (rate, per, _) = within("the engine round", engine(&t, policy.clone(), n, None)).await;
         engines.push(rate);
+        cpu[2].push(per.as_secs_f64() * 1e6);
     }
     let (raw_rate, gathered_rate, eng_rate) = (median(&raws), median(&gathered), median(&engines));
     let show = |v: &[f64]| {
@@ -371,6 +403,21 @@ async fn happy(n: u64, raw_too: bool) {
     println!(
         "happy path     engine (worker, handler Ok):              {eng_rate:>9.0} msgs/s  (median of [{}])",
         show(&engines)
+    );
+    let show_cpu = |v: &[f64]| {
+        v.iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "happy path     CPU µs per record (all threads): raw {:.2} [{}], raw gathered {:.2} [{}], engine {:.2} [{}]",
+        median(&cpu[0]),
+        show_cpu(&cpu[0]),
+        median(&cpu[1]),
+        show_cpu(&cpu[1]),
+        median(&cpu[2]),
+        show_cpu(&cpu[2]),
     );
     println!(
         "happy path     ratio engine/raw (commit each):           {:>9.3}  (goal ≥ 0.95)",

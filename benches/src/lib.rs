@@ -146,3 +146,31 @@ pub fn median(v: &[f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
+
+/// CPU time the process's threads have used, per thread (Linux
+/// `/proc/self/task/*/schedstat`, nanoseconds). Throughput against a broker
+/// on the same two cores swings with the broker's fetch timing; CPU time per
+/// record does not, so the benches print both.
+pub fn cpu_snapshot() -> HashMap<String, u64> {
+    let mut out = HashMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        if let Some(ns) = stat.split_whitespace().next().and_then(|v| v.parse().ok()) {
+            out.insert(task.file_name().to_string_lossy().into_owned(), ns);
+        }
+    }
+    out
+}
+
+/// CPU time used since `before` by the threads alive now (a thread that
+/// ended in between is not counted; none of the measured phases ends one).
+pub fn cpu_since(before: &HashMap<String, u64>) -> Duration {
+    let ns: u64 = cpu_snapshot()
+        .iter()
+        .map(|(tid, now)| now.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
+    Duration::from_nanos(ns)
+}

@@ -11,6 +11,7 @@ use std::{
 
 use parkway_core::{
     Delivery, Envelope, ErrorKind, Message, Ordering, Origin, RetryPolicy, TransportError,
+    envelope::HEADER_PREFIX,
 };
 use rdkafka::{
     ClientContext, Offset, TopicPartitionList,
@@ -354,7 +355,12 @@ impl Inner {
 
     pub(crate) fn delivery(&self, record: Record, epoch: u64) -> Delivery {
         let neutral = to_headers(record.headers.as_ref());
-        let env = Envelope::decode(&neutral);
+        // Only a record that carries an envelope has ids to fall back on.
+        let env = if neutral.iter().any(|(k, _)| k.starts_with(HEADER_PREFIX)) {
+            Envelope::decode(&neutral)
+        } else {
+            Envelope::default()
+        };
         let message = Message {
             route: self.config.topic.clone(),
             id: neutral

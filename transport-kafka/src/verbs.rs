@@ -41,10 +41,16 @@ impl Transport for KafkaTransport {
             return Ok(None);
         }
         inner.start()?;
+        // The first look takes without registering for a wake-up: under
+        // load a record is almost always there, and registering costs two
+        // turns of the notifier's lock that every consumer shares.
+        let mut registered = false;
         loop {
             let ready = inner.ready.notified();
             tokio::pin!(ready);
-            ready.as_mut().enable();
+            if registered {
+                ready.as_mut().enable();
+            }
             if inner.closed.load(AtomicOrdering::SeqCst) {
                 return Ok(None);
             }
@@ -67,6 +73,12 @@ impl Transport for KafkaTransport {
             };
             if let Some((record, epoch)) = taken {
                 return Ok(Some(inner.delivery(record, epoch)));
+            }
+            if !registered {
+                // Look again once registered, so a record placed in
+                // between is not missed.
+                registered = true;
+                continue;
             }
             match next_due {
                 Some(due) => {
@@ -121,15 +133,16 @@ impl Transport for KafkaTransport {
                     .map(|l| inner.config.tier_topic(l));
                 let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
                 let copy = for_copy(r.headers.as_ref(), headers);
-                match inner
-                    .produce(
-                        &topic,
-                        Some(r.partition),
-                        r.key.as_deref(),
-                        &r.payload,
-                        copy,
-                    )
-                    .await
+                // Boxed: the produce future is large, and inline it would
+                // make every settle's (boxed) future large, acks included.
+                match Box::pin(inner.produce(
+                    &topic,
+                    Some(r.partition),
+                    r.key.as_deref(),
+                    &r.payload,
+                    copy,
+                ))
+                .await
                 {
                     Ok(()) => inner.finish(token),
                     Err(e) => Err(e),
@@ -137,15 +150,14 @@ impl Transport for KafkaTransport {
             }
             Settle::Park { headers } => {
                 let copy = for_copy(r.headers.as_ref(), headers);
-                match inner
-                    .produce(
-                        &inner.config.dlt(),
-                        Some(r.partition),
-                        r.key.as_deref(),
-                        &r.payload,
-                        copy,
-                    )
-                    .await
+                match Box::pin(inner.produce(
+                    &inner.config.dlt(),
+                    Some(r.partition),
+                    r.key.as_deref(),
+                    &r.payload,
+                    copy,
+                ))
+                .await
                 {
                     Ok(()) => inner.finish(token),
                     Err(e) => Err(e),

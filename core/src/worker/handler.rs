@@ -1,7 +1,7 @@
 //! The user's handler, and running it so that nothing it does can take the
 //! worker down: a panic or an overrun becomes a classified [`Failure`].
 
-use std::{future::Future, panic::AssertUnwindSafe, time::Duration};
+use std::{future::Future, panic::AssertUnwindSafe, task::Poll, time::Duration};
 
 use futures_util::FutureExt;
 
@@ -37,8 +37,15 @@ pub(crate) async fn run_once<H: Handler>(
     message: &Message,
     timeout: Duration,
 ) -> Result<(), Failure> {
-    let run = AssertUnwindSafe(handler.handle(message)).catch_unwind();
-    match tokio::time::timeout(timeout, run).await {
+    let mut run = std::pin::pin!(AssertUnwindSafe(handler.handle(message)).catch_unwind());
+    // A handler that finishes on its first poll (most, under load) needs no
+    // timer: arming one costs a clock read and a timer-wheel entry.
+    let first = std::future::poll_fn(|cx| Poll::Ready(run.as_mut().poll(cx))).await;
+    let outcome = match first {
+        Poll::Ready(done) => Ok(done),
+        Poll::Pending => tokio::time::timeout(timeout, run).await,
+    };
+    match outcome {
         Ok(Ok(result)) => result,
         Ok(Err(panic)) => {
             let what = panic

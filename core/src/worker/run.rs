@@ -16,6 +16,7 @@ use std::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU32, Ordering as AtomicOrdering},
     },
+    task::Poll,
     time::Duration,
 };
 
@@ -150,28 +151,27 @@ impl<H: Handler> Worker<H> {
 async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
     let mut stopping = shared.stopping.subscribe();
     loop {
-        let permit = tokio::select! {
-            biased;
-            _ = stopping.wait_for(|s| *s) => return,
-            p = shared.permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
+        if shared.is_stopping() {
+            return;
+        }
+        let permit =
+            match unless_stopping(&mut stopping, shared.permits.clone().acquire_owned()).await {
+                Some(Ok(p)) => p,
+                Some(Err(_)) | None => return,
+            };
+        let intake = match &shared.intake {
+            Some(m) => match unless_stopping(&mut stopping, m.lock()).await {
+                Some(g) => Some(g),
+                None => return,
             },
+            None => None,
         };
-        let intake = tokio::select! {
-            biased;
-            _ = stopping.wait_for(|s| *s) => return,
-            g = async {
-                match &shared.intake {
-                    Some(m) => Some(m.lock().await),
-                    None => None,
-                }
-            } => g,
-        };
-        let received = tokio::select! {
-            biased;
-            _ = stopping.wait_for(|s| *s) => return,
-            r = shared.ctx.transport.receive() => r,
+        if shared.is_stopping() {
+            return;
+        }
+        let Some(received) = unless_stopping(&mut stopping, shared.ctx.transport.receive()).await
+        else {
+            return;
         };
         match received {
             Ok(Some(d)) => {
@@ -277,6 +277,25 @@ async fn run_admitted<H: Handler>(shared: &Shared<H>, work: Admitted) {
         if current.is_none() {
             lanes.remove(&key);
         }
+    }
+}
+
+/// Runs `work` until it completes, or returns `None` once the worker stops
+/// first. Work that is ready at once (a free slot, a buffered delivery: the
+/// common case under load) completes without registering for the stop
+/// signal, which every consumer shares.
+async fn unless_stopping<F: Future>(
+    stopping: &mut watch::Receiver<bool>,
+    work: F,
+) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    if let Poll::Ready(v) = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await {
+        return Some(v);
+    }
+    tokio::select! {
+        biased;
+        _ = stopping.wait_for(|s| *s) => None,
+        v = work => Some(v),
     }
 }
 
