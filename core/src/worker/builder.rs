@@ -153,7 +153,8 @@ impl<H: Handler> WorkerBuilder<H> {
     }
 
     /// Validates the settings and checks every policy against the
-    /// transport's capabilities.
+    /// transport's capabilities. The per-message metric handles are
+    /// registered here: install a `metrics` recorder before building.
     pub fn build(self) -> Result<Worker<H>, WorkerError> {
         if self.concurrency == 0 {
             return Err(WorkerError::Setting {
@@ -183,6 +184,7 @@ impl<H: Handler> WorkerBuilder<H> {
         }
         Ok(Worker {
             ctx: Ctx {
+                meters: super::meters::Meters::new(self.transport.kind()),
                 transport: self.transport,
                 handler: self.handler,
                 router: self.router,

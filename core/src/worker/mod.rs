@@ -9,6 +9,7 @@
 
 mod builder;
 mod handler;
+mod meters;
 mod process;
 mod router;
 mod run;
@@ -172,6 +173,7 @@ struct Ctx<H> {
     handler_version: Option<String>,
     observer: Option<Observer>,
     counters: Counters,
+    meters: meters::Meters,
 }
 
 /// A configured worker; start it with [`Worker::run`].

@@ -51,7 +51,8 @@ async fn lifecycle<H: Handler>(
         span.record("attempt", state.attempts.saturating_add(1));
         let started = Instant::now();
         let result = run_once(&ctx.handler, &delivery.message, ctx.handler_timeout).await;
-        metrics::histogram!("parkway_handler_duration_seconds", "transport" => kind)
+        ctx.meters
+            .handler_duration
             .record(started.elapsed().as_secs_f64());
         let now = ctx.clock.now();
         let failure = match result {
@@ -281,18 +282,15 @@ async fn settle<H>(
     outcome: &'static str,
     counter: &std::sync::atomic::AtomicU64,
 ) -> bool {
-    let kind = ctx.transport.kind();
     match ctx.transport.settle(delivery, action).await {
         Ok(()) => {
             Counters::bump(counter);
-            metrics::counter!("parkway_messages_total", "transport" => kind, "outcome" => outcome)
-                .increment(1);
+            ctx.meters.settled(outcome);
             true
         }
         Err(unsettled) => {
             Counters::bump(&ctx.counters.unsettled);
-            metrics::counter!("parkway_messages_total", "transport" => kind, "outcome" => "unsettled")
-                .increment(1);
+            ctx.meters.settled("unsettled");
             tracing::warn!(
                 error = %unsettled.error,
                 action = unsettled.action,
