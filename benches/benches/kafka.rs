@@ -382,38 +382,32 @@ async fn happy(n: u64, raw_too: bool) {
         cpu[2].push(per.as_secs_f64() * 1e6);
     }
     let (raw_rate, gathered_rate, eng_rate) = (median(&raws), median(&gathered), median(&engines));
-    let show = |v: &[f64]| {
+    let show = |v: &[f64], decimals: usize| {
         v.iter()
-            .map(|r| format!("{r:.0}"))
+            .map(|r| format!("{r:.decimals$}"))
             .collect::<Vec<_>>()
             .join(", ")
     };
     println!(
         "happy path     raw rdkafka consume + commit each:        {raw_rate:>9.0} msgs/s  (median of [{}])",
-        show(&raws)
+        show(&raws, 0)
     );
     println!(
         "happy path     raw rdkafka consume + commit every {interval:?}:  {gathered_rate:>9.0} msgs/s  (median of [{}])",
-        show(&gathered)
+        show(&gathered, 0)
     );
     println!(
         "happy path     engine (worker, handler Ok):              {eng_rate:>9.0} msgs/s  (median of [{}])",
-        show(&engines)
+        show(&engines, 0)
     );
-    let show_cpu = |v: &[f64]| {
-        v.iter()
-            .map(|r| format!("{r:.2}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     println!(
         "happy path     CPU µs per record (all threads): raw {:.2} [{}], raw gathered {:.2} [{}], engine {:.2} [{}]",
         median(&cpu[0]),
-        show_cpu(&cpu[0]),
+        show(&cpu[0], 2),
         median(&cpu[1]),
-        show_cpu(&cpu[1]),
+        show(&cpu[1], 2),
         median(&cpu[2]),
-        show_cpu(&cpu[2]),
+        show(&cpu[2], 2),
     );
     println!(
         "happy path     ratio engine/raw (commit each):           {:>9.3}  (goal ≥ 0.95)",

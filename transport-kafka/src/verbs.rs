@@ -6,15 +6,15 @@ use std::{sync::atomic::Ordering as AtomicOrdering, time::Duration};
 
 use async_trait::async_trait;
 use parkway_core::{
-    Capabilities, DelayMode, Delivery, ErrorKind, ParkingLot, Settle, Transport, TransportError,
-    Unsettled,
+    Capabilities, DelayMode, Delivery, ErrorKind, Headers, ParkingLot, Settle, Transport,
+    TransportError, Unsettled,
 };
 use tokio::time::Instant;
 
 use crate::{
     KIND,
     headers::for_copy,
-    transport::{KafkaTransport, Token, lock, revoked},
+    transport::{Inner, KafkaTransport, Token, lock, revoked},
 };
 
 #[async_trait]
@@ -132,36 +132,10 @@ impl Transport for KafkaTransport {
                     .tier_for(*delay)
                     .map(|l| inner.config.tier_topic(l));
                 let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
-                let copy = for_copy(r.headers.as_ref(), headers);
-                // Boxed: the produce future is large, and inline it would
-                // make every settle's (boxed) future large, acks included.
-                match Box::pin(inner.produce(
-                    &topic,
-                    Some(r.partition),
-                    r.key.as_deref(),
-                    &r.payload,
-                    copy,
-                ))
-                .await
-                {
-                    Ok(()) => inner.finish(token),
-                    Err(e) => Err(e),
-                }
+                copy_then_finish(inner, token, &topic, headers).await
             }
             Settle::Park { headers } => {
-                let copy = for_copy(r.headers.as_ref(), headers);
-                match Box::pin(inner.produce(
-                    &inner.config.dlt(),
-                    Some(r.partition),
-                    r.key.as_deref(),
-                    &r.payload,
-                    copy,
-                ))
-                .await
-                {
-                    Ok(()) => inner.finish(token),
-                    Err(e) => Err(e),
-                }
+                copy_then_finish(inner, token, &inner.config.dlt(), headers).await
             }
             Settle::Halt { headers } => inner
                 .halt(token, headers)
@@ -210,4 +184,20 @@ impl Transport for KafkaTransport {
             ),
         ]
     }
+}
+
+/// Produces the record's copy with `headers` to `topic` and, once its
+/// delivery report is in, marks the original finished.
+async fn copy_then_finish(
+    inner: &Inner,
+    token: &Token,
+    topic: &str,
+    headers: &Headers,
+) -> Result<(), TransportError> {
+    let r = &token.record;
+    let copy = for_copy(r.headers.as_ref(), headers);
+    // Boxed: the produce future is large, and inline it would make every
+    // settle's (boxed) future large, acks included.
+    Box::pin(inner.produce(topic, Some(r.partition), r.key.as_deref(), &r.payload, copy)).await?;
+    inner.finish(token)
 }
