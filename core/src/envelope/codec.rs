@@ -100,6 +100,11 @@ impl Envelope {
     /// treated as absent and logged by header name.
     pub fn decode(headers: &Headers) -> Envelope {
         use names::*;
+        // Most messages are on their first attempt and carry no envelope:
+        // one ordered lookup instead of twenty.
+        if !headers.has_prefix(HEADER_PREFIX) {
+            return Envelope::default();
+        }
         let r = Reader { headers };
         let replay_id = r.text(REPLAY_ID);
         let replay = replay_id.map(|id| Replay {

@@ -53,6 +53,25 @@ impl Headers {
         self.0.is_empty()
     }
 
+    /// Whether any header's name starts with `prefix`; one lookup, since
+    /// names are kept in order.
+    ///
+    /// ```
+    /// use parkway_core::Headers;
+    /// let h: Headers = [("x-parkway-attempt", "2"), ("z", "1")].into_iter().collect();
+    /// assert!(h.has_prefix("x-parkway-"));
+    /// assert!(!h.has_prefix("x-other-"));
+    /// ```
+    pub fn has_prefix(&self, prefix: &str) -> bool {
+        self.0
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(prefix))
+    }
+
     /// Total bytes of names and values of the headers whose name starts with
     /// `prefix` (what a broker counts against its header limit).
     pub fn byte_size(&self, prefix: &str) -> usize {

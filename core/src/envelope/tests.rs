@@ -233,3 +233,16 @@ proptest! {
         prop_assert!(out.byte_size(HEADER_PREFIX) <= EnvelopeLimits::default().max_bytes());
     }
 }
+
+proptest! {
+    /// The ordered lookup behind `decode`'s fast path agrees with a scan,
+    /// names just before and after the prefix included.
+    #[test]
+    fn prefix_lookup_agrees_with_a_scan(
+        names in proptest::collection::vec("(x-parkway-|x-parkwa|x-parkway|x-parkwaz|y|)[a-z-]{0,6}", 0..8),
+        prefix in "(x-parkway-|x-park|y|)",
+    ) {
+        let h: Headers = names.iter().map(|n| (n.as_str(), "v")).collect();
+        prop_assert_eq!(h.has_prefix(&prefix), names.iter().any(|n| n.starts_with(&prefix)));
+    }
+}

@@ -1,15 +1,18 @@
 //! One delivery's lifecycle inside the worker: run, classify, decide, act.
 
-use std::time::{Duration, Instant};
+use std::{
+    future::Future,
+    time::{Duration, Instant, SystemTime},
+};
 
 use tracing::Instrument;
 
 use super::{Counters, Ctx, Handler, Step, handler::run_once};
 use crate::{
     decide::{Decision, decide},
-    envelope::Envelope,
-    failure::{Classified, Reason},
-    transport::{Delivery, Settle},
+    envelope::{Envelope, RetryState},
+    failure::{Classified, Failure, Reason},
+    transport::{Delivery, Settle, Unsettled},
 };
 
 /// A delivery whose policy says halt.
@@ -23,7 +26,14 @@ pub(super) struct Halt {
 
 /// Processes one delivery to its settlement; returns a halt if the policy
 /// asked for one.
-pub(super) async fn process<H: Handler>(ctx: &Ctx<H>, delivery: Delivery) -> Option<Halt> {
+///
+/// A plain function returning the instrumented future, not an `async fn`
+/// around it: awaiting inside one more async body would hold the lifecycle
+/// future twice (before and after it is moved into the instrumentation).
+pub(super) fn process<H: Handler>(
+    ctx: &Ctx<H>,
+    delivery: Delivery,
+) -> impl Future<Output = Option<Halt>> + Send + '_ {
     let span = tracing::info_span!(
         "parkway.message",
         transport = ctx.transport.kind(),
@@ -31,42 +41,89 @@ pub(super) async fn process<H: Handler>(ctx: &Ctx<H>, delivery: Delivery) -> Opt
         message_id = delivery.message.id.as_deref().unwrap_or("-"),
         attempt = tracing::field::Empty,
     );
-    lifecycle(ctx, delivery, &span)
-        .instrument(span.clone())
-        .await
+    lifecycle(ctx, delivery, span.clone()).instrument(span)
 }
 
+/// The first attempt, kept small: this future lives inline in every
+/// consumer's, and under load nearly every message succeeds here. A failure
+/// continues in [`failed`], boxed, so the retry machinery (timers, the
+/// envelope record, several settlements) adds nothing to the size that
+/// each message's future is moved at.
 async fn lifecycle<H: Handler>(
     ctx: &Ctx<H>,
     delivery: Delivery,
+    span: tracing::Span,
+) -> Option<Halt> {
+    // Only the due time and the reconciled state are kept across the
+    // handler's run; a failure decodes the envelope again.
+    let (state, due_at) = {
+        let envelope = Envelope::decode(&delivery.message.headers);
+        let state = envelope.retry_state(delivery.broker_attempts, ctx.clock.now());
+        (state, envelope.due_at)
+    };
+    if let Some(due) = due_at {
+        let wait = Box::pin(wait_until_due(ctx, &delivery, due));
+        wait.await;
+    }
+    match attempt(ctx, &delivery, &state, &span).await {
+        Ok(()) => {
+            succeeded(ctx, delivery, &state).await;
+            None
+        }
+        Err(failure) => {
+            let envelope = Envelope::decode(&delivery.message.headers);
+            let rest = Box::pin(failed(ctx, delivery, envelope, state, failure, span));
+            rest.await
+        }
+    }
+}
+
+/// Runs the handler once, timed.
+async fn attempt<H: Handler>(
+    ctx: &Ctx<H>,
+    delivery: &Delivery,
+    state: &RetryState,
     span: &tracing::Span,
+) -> Result<(), Failure> {
+    span.record("attempt", state.attempts.saturating_add(1));
+    let started = Instant::now();
+    let result = run_once(&ctx.handler, &delivery.message, ctx.handler_timeout).await;
+    ctx.meters
+        .handler_duration
+        .record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Counts a success and acknowledges; the async part is the settlement's.
+fn succeeded<'a, H: Send + Sync>(
+    ctx: &'a Ctx<H>,
+    delivery: Delivery,
+    state: &RetryState,
+) -> impl Future<Output = bool> + Send + 'a {
+    let named = ctx.router.route(&delivery.message.route);
+    observe(ctx, &delivery, &named.name, state, None, None);
+    if state.first_failure_at.is_some() {
+        metrics::histogram!("parkway_retry_age_seconds", "transport" => ctx.transport.kind())
+            .record(state.age(ctx.clock.now()).as_secs_f64());
+    }
+    settle(ctx, delivery, Settle::Ack, "acked", &ctx.counters.acked)
+}
+
+/// From a failed attempt on: classify, decide, and retry in process (then
+/// run again) or settle.
+async fn failed<H: Handler>(
+    ctx: &Ctx<H>,
+    delivery: Delivery,
+    mut envelope: Envelope,
+    mut state: RetryState,
+    mut failure: Failure,
+    span: tracing::Span,
 ) -> Option<Halt> {
     let kind = ctx.transport.kind();
-    let named = ctx.router.route(&delivery.message.route).clone();
+    let named = ctx.router.route(&delivery.message.route);
     let policy = &named.policy;
-    let mut envelope = Envelope::decode(&delivery.message.headers);
-    let mut state = envelope.retry_state(delivery.broker_attempts, ctx.clock.now());
-    wait_until_due(ctx, &delivery, &envelope).await;
     loop {
-        span.record("attempt", state.attempts.saturating_add(1));
-        let started = Instant::now();
-        let result = run_once(&ctx.handler, &delivery.message, ctx.handler_timeout).await;
-        ctx.meters
-            .handler_duration
-            .record(started.elapsed().as_secs_f64());
         let now = ctx.clock.now();
-        let failure = match result {
-            Ok(()) => {
-                observe(ctx, &delivery, &named.name, &state, None, None);
-                if state.first_failure_at.is_some() {
-                    metrics::histogram!("parkway_retry_age_seconds", "transport" => kind)
-                        .record(state.age(now).as_secs_f64());
-                }
-                settle(ctx, delivery, Settle::Ack, "acked", &ctx.counters.acked).await;
-                return None;
-            }
-            Err(f) => f,
-        };
         let classified = ctx.classifier.classify(&failure);
         let decision = decide(policy, &state, &classified, now, ctx.dice.roll());
         tracing::debug!(
@@ -213,6 +270,13 @@ async fn lifecycle<H: Handler>(
                 return Some(halt);
             }
         }
+        match attempt(ctx, &delivery, &state, &span).await {
+            Ok(()) => {
+                succeeded(ctx, delivery, &state).await;
+                return None;
+            }
+            Err(f) => failure = f,
+        }
     }
 }
 
@@ -221,9 +285,9 @@ fn record<H>(
     ctx: &Ctx<H>,
     envelope: &mut Envelope,
     delivery: &Delivery,
-    state: &crate::envelope::RetryState,
+    state: &RetryState,
     classified: &Classified,
-    failure: &crate::failure::Failure,
+    failure: &Failure,
     delay: Option<Duration>,
 ) -> crate::envelope::Headers {
     stamp(ctx, envelope, delivery);
@@ -256,8 +320,7 @@ fn stamp<H>(ctx: &Ctx<H>, envelope: &mut Envelope, delivery: &Delivery) {
 
 /// A retry that arrives early (tiered delays round down to a tier) waits
 /// here for the rest of its delay, within the worker's early-hold limit.
-async fn wait_until_due<H>(ctx: &Ctx<H>, delivery: &Delivery, envelope: &Envelope) {
-    let Some(due) = envelope.due_at else { return };
+async fn wait_until_due<H>(ctx: &Ctx<H>, delivery: &Delivery, due: SystemTime) {
     let Ok(wait) = due.duration_since(ctx.clock.now()) else {
         return;
     };
@@ -275,40 +338,58 @@ async fn hold<H>(ctx: &Ctx<H>, delivery: &Delivery, d: Duration) {
 
 /// Settles, counting the outcome; on failure hands the delivery back so the
 /// broker delivers it again. Returns whether the settlement was accepted.
-async fn settle<H>(
-    ctx: &Ctx<H>,
+///
+/// The transport's (boxed) future is made before the async part, so what
+/// is awaited holds a pointer, not the delivery and the action again.
+fn settle<'a, H>(
+    ctx: &'a Ctx<H>,
     delivery: Delivery,
     action: Settle,
     outcome: &'static str,
-    counter: &std::sync::atomic::AtomicU64,
-) -> bool {
-    match ctx.transport.settle(delivery, action).await {
-        Ok(()) => {
-            Counters::bump(counter);
-            ctx.meters.settled(outcome);
-            true
-        }
-        Err(unsettled) => {
-            Counters::bump(&ctx.counters.unsettled);
-            ctx.meters.settled("unsettled");
-            tracing::warn!(
-                error = %unsettled.error,
-                action = unsettled.action,
-                "settlement not accepted; the message stays with the broker for redelivery"
-            );
-            if unsettled.action != "release" {
-                if let Err(again) = ctx
-                    .transport
-                    .settle(unsettled.delivery, Settle::Release)
-                    .await
-                {
-                    tracing::warn!(error = %again.error, "release failed too; the broker will redeliver when the lease ends");
-                } else {
-                    Counters::bump(&ctx.counters.released);
-                }
+    counter: &'a std::sync::atomic::AtomicU64,
+) -> impl Future<Output = bool> + Send + 'a
+where
+    H: Send + Sync,
+{
+    let sent = ctx.transport.settle(delivery, action);
+    async move {
+        match sent.await {
+            Ok(()) => {
+                Counters::bump(counter);
+                ctx.meters.settled(outcome);
+                true
             }
-            false
+            Err(unsettled) => {
+                // Boxed: kept out of the size of every settlement's future.
+                let rest = Box::pin(not_accepted(ctx, unsettled));
+                rest.await;
+                false
+            }
         }
+    }
+}
+
+/// Counts a settlement the broker did not accept and hands the delivery
+/// back, unless handing back is what failed.
+async fn not_accepted<H>(ctx: &Ctx<H>, unsettled: Unsettled) {
+    Counters::bump(&ctx.counters.unsettled);
+    ctx.meters.settled("unsettled");
+    tracing::warn!(
+        error = %unsettled.error,
+        action = unsettled.action,
+        "settlement not accepted; the message stays with the broker for redelivery"
+    );
+    if unsettled.action == "release" {
+        return;
+    }
+    if let Err(again) = ctx
+        .transport
+        .settle(unsettled.delivery, Settle::Release)
+        .await
+    {
+        tracing::warn!(error = %again.error, "release failed too; the broker will redeliver when the lease ends");
+    } else {
+        Counters::bump(&ctx.counters.released);
     }
 }
 
@@ -316,7 +397,7 @@ fn observe<H>(
     ctx: &Ctx<H>,
     delivery: &Delivery,
     policy: &str,
-    state: &crate::envelope::RetryState,
+    state: &RetryState,
     failure: Option<&Classified>,
     decision: Option<&Decision>,
 ) {

@@ -248,34 +248,39 @@ fn admit<H: Handler>(
 }
 
 /// Processes an admitted delivery; a lane owner then drains its lane.
+///
+/// One loop for both, so the (large) message future has one place in this
+/// one's, not one per branch.
 async fn run_admitted<H: Handler>(shared: &Shared<H>, work: Admitted) {
     let ctx = &shared.ctx;
-    let Some(key) = work.lane else {
-        let halt = process(ctx, work.delivery).await;
-        drop(work.permit);
-        if let Some(h) = halt {
-            shared.stop(Stop::Halted(h));
-        }
-        return;
-    };
-    let mut current = Some((work.delivery, work.permit));
+    let Admitted {
+        delivery,
+        permit,
+        lane,
+    } = work;
+    let mut current = Some((delivery, permit));
     while let Some((d, permit)) = current.take() {
-        if shared.is_stopping() {
-            release(ctx, d).await;
-            let rest = shared.lanes().remove(&key).unwrap_or_default();
-            for (d, _) in rest {
-                release(ctx, d).await;
-            }
+        if lane.is_some() && shared.is_stopping() {
+            let rest = lane
+                .as_ref()
+                .and_then(|key| shared.lanes().remove(key))
+                .unwrap_or_default();
+            let released = Box::pin(release_all(
+                ctx,
+                std::iter::once(d).chain(rest.into_iter().map(|(d, _)| d)),
+            ));
+            released.await;
             return;
         }
         if let Some(h) = process(ctx, d).await {
             shared.stop(Stop::Halted(h));
         }
         drop(permit);
+        let Some(key) = &lane else { return };
         let mut lanes = shared.lanes();
-        current = lanes.get_mut(&key).and_then(VecDeque::pop_front);
+        current = lanes.get_mut(key).and_then(VecDeque::pop_front);
         if current.is_none() {
-            lanes.remove(&key);
+            lanes.remove(key);
         }
     }
 }
@@ -303,6 +308,12 @@ async fn unless_stopping<F: Future>(
 fn receive_pause(failures: u32) -> Duration {
     let ms = 100u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1));
     Duration::from_millis(ms.min(5_000))
+}
+
+async fn release_all<H>(ctx: &Ctx<H>, deliveries: impl Iterator<Item = Delivery>) {
+    for d in deliveries {
+        release(ctx, d).await;
+    }
 }
 
 async fn release<H>(ctx: &Ctx<H>, d: Delivery) {
