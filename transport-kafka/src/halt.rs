@@ -20,13 +20,14 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use parkway_core::{Envelope, ErrorKind, TransportError, envelope::Headers};
+use parkway_core::{Envelope, ErrorKind, Message, TransportError, envelope::Headers};
 
 use crate::{
     KIND, KafkaTransport,
-    headers::for_copy,
+    headers::copy_of,
     state::{Halted, Partition},
-    transport::{Inner, Token, lock},
+    token::Token,
+    transport::{Inner, lock},
 };
 
 /// Where a halted record sits, and why it halted.
@@ -93,41 +94,41 @@ impl Inner {
     pub(crate) fn halt(
         &self,
         token: &Token,
+        message: &Message,
         headers: &Headers,
     ) -> Result<HaltedRecord, TransportError> {
-        let r = &token.record;
         let reason = Envelope::decode(headers).reason.map(|r| r.to_string());
         let held;
         {
             let mut s = lock(&self.state);
-            let Some(p) = s.get_mut(&r.topic, r.partition) else {
+            let Some(p) = s.get_mut(&token.topic, token.partition) else {
                 return Err(crate::transport::revoked());
             };
             if p.epoch != token.epoch {
                 return Err(crate::transport::revoked());
             }
             let halted = Halted {
-                record: r.clone(),
+                record: token.record(message),
                 headers: headers.clone(),
                 reason: reason.clone(),
                 since: SystemTime::now(),
             };
-            held = view(&r.topic, r.partition, &halted);
+            held = view(&token.topic, token.partition, &halted);
             p.halted = Some(halted);
             // Pause-partition mode: nothing behind it may run, so stop
             // fetching too. In retry-topic mode the others flow; only the
             // commit waits.
             if self.ordered && !p.paused {
                 p.paused = true;
-                self.set_fetching(&r.topic, r.partition, false);
+                self.set_fetching(&token.topic, token.partition, false);
             }
             metrics::gauge!("parkway_halted_partitions", "transport" => KIND)
                 .set(s.halted().count() as f64);
         }
         tracing::error!(
-            topic = %r.topic,
-            partition = r.partition,
-            offset = r.offset,
+            topic = %token.topic,
+            partition = token.partition,
+            offset = token.offset,
             reason = reason.as_deref().unwrap_or("-"),
             "partition halted: waiting for an operator to resume it or skip the record to the dead-letter topic"
         );
@@ -221,7 +222,7 @@ impl Inner {
     ) -> Result<(), TransportError> {
         let (halted, epoch) = self.find_halt(topic, partition, offset)?;
         let r = &halted.record;
-        let copy = for_copy(r.headers.as_ref(), &halted.headers);
+        let copy = copy_of(r.raw_headers.as_ref(), &halted.headers);
         self.produce(
             &self.config.dlt(),
             Some(r.partition),

@@ -4,23 +4,44 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use parkway_core::{Envelope, FailureClass, Headers, Reason, envelope::HEADER_PREFIX};
-use rdkafka::message::{Header, Headers as _, OwnedHeaders};
+use rdkafka::message::{Header, Headers as KafkaHeaders, OwnedHeaders};
 
 /// Longest header value taken into the neutral view.
 const MAX_VALUE: usize = 64 * 1024;
 
 /// The neutral view: UTF-8 values only (others stay on the record).
 pub(crate) fn to_headers(h: Option<&OwnedHeaders>) -> Headers {
-    let mut out = Headers::new();
-    let Some(h) = h else { return out };
+    h.map(|h| read(h).0).unwrap_or_default()
+}
+
+/// The neutral view of a record's headers, and whether it is lossless:
+/// every value UTF-8, present and at most 64 KiB, and no name repeated.
+/// Only a lossy view needs the record's own headers kept beside it, so its
+/// copies carry them byte for byte.
+pub(crate) fn read<H: KafkaHeaders>(h: &H) -> (Headers, bool) {
+    let mut out = Headers::with_capacity(h.count());
+    let mut lossless = true;
     for header in h.iter() {
-        if let Some(v) = header.value.filter(|v| v.len() <= MAX_VALUE) {
-            if let Ok(s) = std::str::from_utf8(v) {
-                out.insert(header.key, s);
-            }
+        let value = header
+            .value
+            .filter(|v| v.len() <= MAX_VALUE)
+            .and_then(|v| std::str::from_utf8(v).ok());
+        match value {
+            Some(v) => lossless &= out.insert(header.key, v).is_none(),
+            None => lossless = false,
         }
     }
-    out
+    (out, lossless)
+}
+
+/// A copy's headers when the record's own were kept only if the neutral
+/// view was lossy: `headers` (the neutral view with the new envelope) is
+/// then the whole set.
+pub(crate) fn copy_of(raw: Option<&OwnedHeaders>, headers: &Headers) -> OwnedHeaders {
+    match raw {
+        Some(raw) => for_copy(Some(raw), headers),
+        None => from_headers(headers),
+    }
 }
 
 /// A copy's headers: the original's, byte for byte, with the `x-parkway-*`
@@ -193,6 +214,37 @@ mod tests {
             let mut env = Envelope::decode(&to_headers(Some(&h)));
             understand_spring(&mut env, Some(&h));
             let _ = for_copy(Some(&h), &Headers::new());
+        }
+
+        /// Keeping only the neutral view of a lossless record loses
+        /// nothing: its copies carry the same headers as copies made from
+        /// the record's own.
+        #[test]
+        fn a_lossless_view_makes_the_same_copies(
+            kv in proptest::collection::vec(
+                (prop_oneof![Just("a"), Just("b"), Just("message-id"), Just("x-parkway-attempt")],
+                 proptest::option::of(prop_oneof![
+                     "[a-z0-9]{0,8}".prop_map(String::into_bytes),
+                     proptest::collection::vec(any::<u8>(), 0..6),
+                 ])),
+                0..6,
+            ),
+            attempt in 1u32..9,
+        ) {
+            let h = kv.iter().fold(OwnedHeaders::new(), |h, (k, v)| h.insert(Header { key: k, value: v.as_deref() }));
+            let (neutral, lossless) = read(&h);
+            let mut settle = neutral.clone();
+            settle.insert(names::ATTEMPT, attempt.to_string());
+            let sorted = |o: &OwnedHeaders| {
+                let mut v: Vec<(String, Option<Vec<u8>>)> = o.iter().map(|x| (x.key.to_owned(), x.value.map(<[u8]>::to_vec))).collect();
+                v.sort();
+                v
+            };
+            let kept = copy_of((!lossless).then_some(&h), &settle);
+            prop_assert_eq!(sorted(&kept), sorted(&for_copy(Some(&h), &settle)));
+            if lossless {
+                prop_assert_eq!(neutral.len(), h.count());
+            }
         }
     }
 }

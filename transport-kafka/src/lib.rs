@@ -29,6 +29,7 @@ mod parking;
 mod plan;
 mod pump;
 mod tiers;
+mod token;
 mod transport;
 mod verbs;
 

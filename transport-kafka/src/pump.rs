@@ -13,11 +13,12 @@ use std::{
 };
 
 use futures_util::FutureExt as _;
-use parkway_core::envelope::names;
-use rdkafka::message::{BorrowedMessage, Headers as _, Message as _, OwnedHeaders};
+use parkway_core::{Headers, envelope::names};
+use rdkafka::message::{BorrowedMessage, Message as _};
 use tokio::time::Instant;
 
 use crate::{
+    headers::read,
     state::Record,
     transport::{Inner, lock},
 };
@@ -28,9 +29,10 @@ const BURST: usize = 64;
 /// Runs until the transport closes (it is aborted then).
 pub(crate) async fn run(inner: Arc<Inner>) {
     let mut burst = Vec::with_capacity(BURST);
+    let mut topics = Topics::default();
     loop {
         match inner.consumer.recv().await {
-            Ok(m) => burst.push(record(&m)),
+            Ok(m) => burst.push(record(&m, &mut topics)),
             Err(e) => {
                 tracing::warn!(error = %e, "kafka consumer error");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -40,7 +42,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
         // Whatever librdkafka already has, without waiting for more.
         while burst.len() < BURST {
             match inner.consumer.recv().now_or_never() {
-                Some(Ok(m)) => burst.push(record(&m)),
+                Some(Ok(m)) => burst.push(record(&m, &mut topics)),
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "kafka consumer error");
                     break;
@@ -52,11 +54,35 @@ pub(crate) async fn run(inner: Arc<Inner>) {
     }
 }
 
-fn record(m: &BorrowedMessage<'_>) -> Record {
-    let headers = m.headers().map(|h| h.detach());
-    let due = headers.as_ref().and_then(due_instant);
+/// The names of the topics seen, shared by their records. A handful (the
+/// source and its tiers), so a scan beats a map.
+#[derive(Default)]
+struct Topics(Vec<Arc<str>>);
+
+impl Topics {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(t) = self.0.iter().find(|t| ***t == *name) {
+            return t.clone();
+        }
+        let t: Arc<str> = Arc::from(name);
+        self.0.push(t.clone());
+        t
+    }
+}
+
+/// Copies a record out of librdkafka: its headers straight into the
+/// neutral view, and into a copy of their own only when that view is lossy.
+fn record(m: &BorrowedMessage<'_>, topics: &mut Topics) -> Record {
+    let (headers, raw_headers) = match m.headers() {
+        Some(h) => {
+            let (neutral, lossless) = read(h);
+            (neutral, (!lossless).then(|| h.detach()))
+        }
+        None => (Headers::new(), None),
+    };
+    let due = headers.get(names::DUE_AT).and_then(due_instant);
     Record {
-        topic: m.topic().to_owned(),
+        topic: topics.get(m.topic()),
         partition: m.partition(),
         offset: m.offset(),
         key: m.key().map(<[u8]>::to_vec),
@@ -65,6 +91,7 @@ fn record(m: &BorrowedMessage<'_>) -> Record {
             .map(bytes::Bytes::copy_from_slice)
             .unwrap_or_default(),
         headers,
+        raw_headers,
         due,
     }
 }
@@ -80,14 +107,9 @@ async fn place(inner: &Inner, burst: &mut Vec<Record>) {
             let Some(p) = s.get_mut(&record.topic, record.partition) else {
                 continue;
             };
-            // The topic is copied only for a partition about to fill up.
-            let filling = (!p.paused && p.buffered() + 1 >= bound)
-                .then(|| (record.topic.clone(), record.partition));
+            let (topic, partition) = (record.topic.clone(), record.partition);
             p.fetched(record);
-            let Some((topic, partition)) = filling else {
-                continue;
-            };
-            if p.buffered() < bound {
+            if p.paused || p.buffered() < bound {
                 continue;
             }
             if p.tier || inner.ordered {
@@ -132,13 +154,8 @@ async fn wait_for_room(inner: &Inner, topic: &str, partition: i32) {
 }
 
 /// The due time of a retry record as a monotonic instant.
-fn due_instant(h: &OwnedHeaders) -> Option<Instant> {
-    let raw = h
-        .iter()
-        .filter(|x| x.key == names::DUE_AT)
-        .filter_map(|x| x.value)
-        .last()?;
-    let due = humantime::parse_rfc3339_weak(std::str::from_utf8(raw).ok()?).ok()?;
+fn due_instant(raw: &str) -> Option<Instant> {
+    let due = humantime::parse_rfc3339_weak(raw).ok()?;
     let now = SystemTime::now();
     let wait = due
         .duration_since(now)

@@ -6,24 +6,31 @@
 //! or is still in the handler holds the commit back, so a crash or a
 //! rebalance redelivers it instead of skipping it.
 
-use std::collections::VecDeque;
-
-use std::time::SystemTime;
+use std::{collections::VecDeque, sync::Arc, time::SystemTime};
 
 use parkway_core::envelope::Headers;
 use rdkafka::message::OwnedHeaders;
 use tokio::time::Instant;
 
 /// A fetched record, not yet handed out.
+///
+/// Its content moves into the delivery's message when it is handed out;
+/// what the message cannot hold exactly stays in the token (`raw_key`,
+/// `raw_headers`), and the record is put together again from both should it
+/// go back to the buffer or be halted.
 #[derive(Debug, Clone)]
 pub(crate) struct Record {
-    pub(crate) topic: String,
+    /// Shared by the records of a topic (no copy per record).
+    pub(crate) topic: Arc<str>,
     pub(crate) partition: i32,
     pub(crate) offset: i64,
     pub(crate) key: Option<Vec<u8>>,
-    /// Shared with the delivery's body: copied out of librdkafka once.
     pub(crate) payload: bytes::Bytes,
-    pub(crate) headers: Option<OwnedHeaders>,
+    /// The neutral view of the record's headers.
+    pub(crate) headers: Headers,
+    /// The record's own headers, kept only when the neutral view is lossy
+    /// (see `headers::read`).
+    pub(crate) raw_headers: Option<OwnedHeaders>,
     /// Retry records: when they may run.
     pub(crate) due: Option<Instant>,
 }
@@ -222,7 +229,8 @@ mod tests {
             offset,
             key: None,
             payload: bytes::Bytes::new(),
-            headers: None,
+            headers: Headers::new(),
+            raw_headers: None,
             due,
         }
     }

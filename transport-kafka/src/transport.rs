@@ -9,10 +9,7 @@ use std::{
     time::Duration,
 };
 
-use parkway_core::{
-    Delivery, Envelope, ErrorKind, Message, Ordering, Origin, RetryPolicy, TransportError,
-    envelope::HEADER_PREFIX,
-};
+use parkway_core::{ErrorKind, Message, Ordering, RetryPolicy, TransportError};
 use rdkafka::{
     ClientContext, Offset, TopicPartitionList,
     consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer},
@@ -24,17 +21,11 @@ use tokio::{sync::Notify, task::JoinHandle};
 use crate::{
     KIND, KafkaConfig, TierPlan, admin,
     commits::{self, Commits},
-    headers::{from_headers, to_headers},
+    headers::from_headers,
     parking::KafkaParkingLot,
-    state::{Record, State},
+    state::State,
+    token::Token,
 };
-
-/// What a delivery carries back to `settle`.
-#[derive(Debug)]
-pub(crate) struct Token {
-    pub(crate) record: Record,
-    pub(crate) epoch: u64,
-}
 
 /// Rebalance callbacks: revoked partitions drop their in-flight state,
 /// assigned ones start clean.
@@ -353,63 +344,17 @@ impl Inner {
         }
     }
 
-    pub(crate) fn delivery(&self, record: Record, epoch: u64) -> Delivery {
-        let neutral = to_headers(record.headers.as_ref());
-        // Only a record that carries an envelope has ids to fall back on.
-        let env = if neutral.iter().any(|(k, _)| k.starts_with(HEADER_PREFIX)) {
-            Envelope::decode(&neutral)
-        } else {
-            Envelope::default()
-        };
-        let message = Message {
-            route: self.config.topic.clone(),
-            id: neutral
-                .get(MESSAGE_ID)
-                .map(str::to_owned)
-                .or(env.message_id),
-            key: record
-                .key
-                .as_ref()
-                .map(|k| String::from_utf8_lossy(k).into_owned()),
-            correlation_id: neutral
-                .get(CORRELATION_ID)
-                .map(str::to_owned)
-                .or(env.correlation_id),
-            message_type: neutral
-                .get(MESSAGE_TYPE)
-                .map(str::to_owned)
-                .or(env.message_type),
-            headers: neutral,
-            body: record.payload.clone(),
-        };
-        let origin = Origin {
-            queue: Some(record.topic.clone()),
-            partition: Some(record.partition),
-            offset: Some(record.offset),
-        };
-        // Lanes only matter to ordered policies; skip the allocation else.
-        let lane = self
-            .ordered
-            .then(|| format!("{}:{}", record.topic, record.partition));
-        let delivery = Delivery::new(message, origin, Token { record, epoch });
-        match lane {
-            Some(lane) => delivery.with_lane(lane),
-            None => delivery,
-        }
-    }
-
     /// Marks a record finished and commits the grown prefix.
     pub(crate) fn finish(&self, token: &Token) -> Result<(), TransportError> {
-        let r = &token.record;
         let next = {
             let mut s = lock(&self.state);
-            match s.get_mut(&r.topic, r.partition) {
-                Some(p) if p.epoch == token.epoch => p.finish(r.offset),
+            match s.get_mut(&token.topic, token.partition) {
+                Some(p) if p.epoch == token.epoch => p.finish(token.offset),
                 _ => return Err(revoked()),
             }
         };
         if let Some(next) = next {
-            self.commit(&r.topic, r.partition, next);
+            self.commit(&token.topic, token.partition, next);
         }
         // In pause-partition mode the next record of this partition may run
         // now; otherwise nothing waited on this one (no wake-up to spend).
@@ -421,7 +366,7 @@ impl Inner {
 
     pub(crate) fn current(&self, token: &Token) -> bool {
         let s = lock(&self.state);
-        s.get(&token.record.topic, token.record.partition)
+        s.get(&token.topic, token.partition)
             .is_some_and(|p| p.epoch == token.epoch)
     }
 }

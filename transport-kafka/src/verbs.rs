@@ -6,15 +6,16 @@ use std::{sync::atomic::Ordering as AtomicOrdering, time::Duration};
 
 use async_trait::async_trait;
 use parkway_core::{
-    Capabilities, DelayMode, Delivery, ErrorKind, Headers, ParkingLot, Settle, Transport,
+    Capabilities, DelayMode, Delivery, ErrorKind, Headers, Message, ParkingLot, Settle, Transport,
     TransportError, Unsettled,
 };
 use tokio::time::Instant;
 
 use crate::{
     KIND,
-    headers::for_copy,
-    transport::{Inner, KafkaTransport, Token, lock, revoked},
+    headers::copy_of,
+    token::Token,
+    transport::{Inner, KafkaTransport, lock, revoked},
 };
 
 #[async_trait]
@@ -111,14 +112,14 @@ impl Transport for KafkaTransport {
         if !inner.current(token) {
             return Err(fail(delivery, revoked()));
         }
-        let r = &token.record;
+        let message = &delivery.message;
         let result = match &action {
             Settle::Ack | Settle::Discard => inner.finish(token),
             Settle::Release => {
                 let mut s = lock(&inner.state);
-                match s.get_mut(&r.topic, r.partition) {
+                match s.get_mut(&token.topic, token.partition) {
                     Some(p) if p.epoch == token.epoch => {
-                        p.release(r.clone());
+                        p.release(token.record(message));
                         drop(s);
                         inner.ready.notify_one();
                         Ok(())
@@ -132,13 +133,13 @@ impl Transport for KafkaTransport {
                     .tier_for(*delay)
                     .map(|l| inner.config.tier_topic(l));
                 let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
-                copy_then_finish(inner, token, &topic, headers).await
+                copy_then_finish(inner, token, message, &topic, headers).await
             }
             Settle::Park { headers } => {
-                copy_then_finish(inner, token, &inner.config.dlt(), headers).await
+                copy_then_finish(inner, token, message, &inner.config.dlt(), headers).await
             }
             Settle::Halt { headers } => inner
-                .halt(token, headers)
+                .halt(token, message, headers)
                 .map(|h| crate::control::announce(inner, &h)),
             _ => Err(TransportError::new(
                 KIND,
@@ -191,13 +192,15 @@ impl Transport for KafkaTransport {
 async fn copy_then_finish(
     inner: &Inner,
     token: &Token,
+    message: &Message,
     topic: &str,
     headers: &Headers,
 ) -> Result<(), TransportError> {
-    let r = &token.record;
-    let copy = for_copy(r.headers.as_ref(), headers);
+    let copy = copy_of(token.raw_headers.as_ref(), headers);
+    let key = token.key(message);
     // Boxed: the produce future is large, and inline it would make every
     // settle's (boxed) future large, acks included.
-    Box::pin(inner.produce(topic, Some(r.partition), r.key.as_deref(), &r.payload, copy)).await?;
+    let sent = Box::pin(inner.produce(topic, Some(token.partition), key, &message.body, copy));
+    sent.await?;
     inner.finish(token)
 }
