@@ -63,6 +63,8 @@ pub(crate) struct Partition {
     last_fetched: Option<i64>,
     pub(crate) paused: bool,
     pub(crate) halted: Option<Halted>,
+    /// The next offset to commit: finished, gathered for the committer.
+    pub(crate) to_commit: Option<i64>,
 }
 
 impl Partition {
@@ -76,6 +78,7 @@ impl Partition {
             last_fetched: None,
             paused: false,
             halted: None,
+            to_commit: None,
         }
     }
 
@@ -160,6 +163,8 @@ pub(crate) struct State {
     next_epoch: u64,
     /// Round-robin start, so no partition starves the others.
     cursor: usize,
+    /// Some partition has an offset gathered since the committer last took.
+    gathering: bool,
 }
 
 impl State {
@@ -208,6 +213,26 @@ impl State {
 
     pub(crate) fn next_due(&self) -> Option<Instant> {
         self.parts.iter().filter_map(|e| e.2.next_due()).min()
+    }
+
+    /// Gathers `next` as the partition's offset to commit (never moving
+    /// back); returns whether it is the first since the committer last
+    /// took, so the committer is woken once per round.
+    pub(crate) fn gather(&mut self, topic: &str, partition: i32, next: i64) -> bool {
+        let Some(p) = self.get_mut(topic, partition) else {
+            return false;
+        };
+        p.to_commit = Some(p.to_commit.map_or(next, |o| o.max(next)));
+        !std::mem::replace(&mut self.gathering, true)
+    }
+
+    /// Takes every gathered offset, for one commit.
+    pub(crate) fn take_gathered(&mut self) -> Vec<(String, i32, i64)> {
+        self.gathering = false;
+        self.parts
+            .iter_mut()
+            .filter_map(|(t, q, p)| p.to_commit.take().map(|o| (t.clone(), *q, o)))
+            .collect()
     }
 
     /// Every halted record of the partitions this consumer holds.
@@ -286,6 +311,31 @@ mod tests {
             "a later record due sooner is not stuck behind the head"
         );
         assert_eq!(p.finish(1), None, "but offset 0 still holds the commit");
+    }
+
+    #[test]
+    fn one_commit_carries_the_highest_gathered_offset_per_partition() {
+        let mut s = State::default();
+        s.assign("t", 0, false);
+        s.assign("t", 1, false);
+        assert!(s.gather("t", 0, 5), "the first wakes the committer");
+        assert!(!s.gather("t", 0, 9), "later ones do not");
+        assert!(
+            !s.gather("t", 0, 7),
+            "a late report of an older prefix never goes back"
+        );
+        assert!(!s.gather("t", 1, 3));
+        assert!(!s.gather("t", 2, 4), "not assigned: nothing to gather");
+        assert_eq!(s.take_gathered(), [("t".into(), 0, 9), ("t".into(), 1, 3)]);
+        assert!(s.take_gathered().is_empty(), "taken once");
+        assert!(s.gather("t", 1, 4), "a new round wakes the committer again");
+        let revoked = s.revoke("t", 1).unwrap();
+        assert_eq!(
+            revoked.to_commit,
+            Some(4),
+            "a revoked partition takes its own offset along"
+        );
+        assert!(s.take_gathered().is_empty());
     }
 
     #[test]

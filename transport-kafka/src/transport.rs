@@ -19,19 +19,14 @@ use rdkafka::{
 use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::{
-    KIND, KafkaConfig, TierPlan, admin,
-    commits::{self, Commits},
-    headers::from_headers,
-    parking::KafkaParkingLot,
-    state::State,
-    token::Token,
+    KIND, KafkaConfig, TierPlan, admin, commits, headers::from_headers, parking::KafkaParkingLot,
+    state::State, token::Token,
 };
 
 /// Rebalance callbacks: revoked partitions drop their in-flight state,
 /// assigned ones start clean.
 pub(crate) struct Ctx {
     state: Arc<Mutex<State>>,
-    commits: Arc<Commits>,
     ready: Arc<Notify>,
     source: String,
 }
@@ -43,12 +38,17 @@ impl ConsumerContext for Ctx {
         if let Rebalance::Revoke(tpl) = rebalance {
             // What finished here is committed before the partition goes,
             // so its new owner does not redo it.
-            let finished = self.commits.take(Some(tpl));
-            commits::commit(consumer, &finished, CommitMode::Sync);
-            let mut s = lock(&self.state);
-            for e in tpl.elements() {
-                s.revoke(e.topic(), e.partition());
-            }
+            let finished: Vec<(String, i32, i64)> = {
+                let mut s = lock(&self.state);
+                tpl.elements()
+                    .iter()
+                    .filter_map(|e| {
+                        let next = s.revoke(e.topic(), e.partition())?.to_commit?;
+                        Some((e.topic().to_owned(), e.partition(), next))
+                    })
+                    .collect()
+            };
+            commits::commit(consumer, &commits::list(finished), CommitMode::Sync);
             tracing::info!(partitions = tpl.count(), "partitions revoked");
         }
     }
@@ -85,7 +85,8 @@ pub(crate) struct Inner {
     pub(crate) ready: Arc<Notify>,
     /// A consumer made room in a full source partition (the pump waits).
     pub(crate) drained: Notify,
-    pub(crate) commits: Arc<Commits>,
+    /// An offset was gathered for the committer (see `commits`).
+    pub(crate) gathered: Notify,
     pub(crate) closed: AtomicBool,
     pump: Mutex<Option<JoinHandle<()>>>,
     /// The control-topic listener and the committer.
@@ -134,10 +135,8 @@ impl KafkaTransport {
         admin::ensure(&config, &plan, &producer).await?;
         let state = Arc::new(Mutex::new(State::default()));
         let ready = Arc::new(Notify::new());
-        let commits = Arc::new(Commits::default());
         let ctx = Ctx {
             state: state.clone(),
-            commits: commits.clone(),
             ready: ready.clone(),
             source: config.topic.clone(),
         };
@@ -157,7 +156,7 @@ impl KafkaTransport {
             state,
             ready,
             drained: Notify::new(),
-            commits,
+            gathered: Notify::new(),
             closed: AtomicBool::new(false),
             pump: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
@@ -223,8 +222,12 @@ impl KafkaTransport {
         // Commit what finished before leaving the group (a blocking call).
         let inner = self.inner.clone();
         let flushed = tokio::task::spawn_blocking(move || {
-            let finished = inner.commits.take(None);
-            commits::commit(inner.consumer.as_ref(), &finished, CommitMode::Sync);
+            let finished = lock(&inner.state).take_gathered();
+            commits::commit(
+                inner.consumer.as_ref(),
+                &commits::list(finished),
+                CommitMode::Sync,
+            );
         })
         .await;
         if let Err(e) = flushed {
@@ -328,11 +331,17 @@ impl Inner {
         Ok(())
     }
 
+    /// Commits everything before `next` now, or gathers it for the
+    /// committer.
     pub(crate) fn commit(&self, topic: &str, partition: i32, next: i64) {
-        if !self.config.commit_interval.is_zero() {
-            self.commits.record(topic, partition, next);
-            return;
+        if self.config.commit_interval.is_zero() {
+            self.commit_now(topic, partition, next);
+        } else if lock(&self.state).gather(topic, partition, next) {
+            self.gathered.notify_one();
         }
+    }
+
+    fn commit_now(&self, topic: &str, partition: i32, next: i64) {
         let mut tpl = TopicPartitionList::new();
         if tpl
             .add_partition_offset(topic, partition, Offset::Offset(next))
@@ -344,17 +353,27 @@ impl Inner {
         }
     }
 
-    /// Marks a record finished and commits the grown prefix.
+    /// Marks a record finished and commits the grown prefix (gathering it
+    /// under the same lock).
     pub(crate) fn finish(&self, token: &Token) -> Result<(), TransportError> {
-        let next = {
+        let (topic, partition) = (&*token.topic, token.partition);
+        let gather = !self.config.commit_interval.is_zero();
+        let (now, wake) = {
             let mut s = lock(&self.state);
-            match s.get_mut(&token.topic, token.partition) {
+            let next = match s.get_mut(topic, partition) {
                 Some(p) if p.epoch == token.epoch => p.finish(token.offset),
                 _ => return Err(revoked()),
+            };
+            match next {
+                Some(next) if gather => (None, s.gather(topic, partition, next)),
+                next => (next, false),
             }
         };
-        if let Some(next) = next {
-            self.commit(&token.topic, token.partition, next);
+        if let Some(next) = now {
+            self.commit_now(topic, partition, next);
+        }
+        if wake {
+            self.gathered.notify_one();
         }
         // In pause-partition mode the next record of this partition may run
         // now; otherwise nothing waited on this one (no wake-up to spend).

@@ -2,7 +2,10 @@
 //! record (a due retry, or a source record its partition's mode allows);
 //! `settle` commits only after a retry or parked copy's delivery report.
 
-use std::{sync::atomic::Ordering as AtomicOrdering, time::Duration};
+use std::{
+    sync::{Arc, atomic::Ordering as AtomicOrdering},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use parkway_core::{
@@ -14,6 +17,7 @@ use tokio::time::Instant;
 use crate::{
     KIND,
     headers::copy_of,
+    state::Record,
     token::Token,
     transport::{Inner, KafkaTransport, lock, revoked},
 };
@@ -37,60 +41,17 @@ impl Transport for KafkaTransport {
     }
 
     async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
-        let inner = &self.inner;
-        if inner.closed.load(AtomicOrdering::SeqCst) {
-            return Ok(None);
-        }
-        inner.start()?;
-        // The first look takes without registering for a wake-up: under
-        // load a record is almost always there, and registering costs two
-        // turns of the notifier's lock that every consumer shares.
-        let mut registered = false;
-        loop {
-            let ready = inner.ready.notified();
-            tokio::pin!(ready);
-            if registered {
-                ready.as_mut().enable();
-            }
-            if inner.closed.load(AtomicOrdering::SeqCst) {
-                return Ok(None);
-            }
-            let (taken, next_due) = {
-                let mut s = lock(&inner.state);
-                let taken = s.take(Instant::now(), inner.ordered);
-                let bound = inner.config.buffer_per_partition;
-                if let Some((r, _)) = &taken {
-                    if let Some(p) = s.get_mut(&r.topic, r.partition) {
-                        if p.paused && p.halted.is_none() && p.buffered() <= bound / 2 {
-                            p.paused = false;
-                            inner.set_fetching(&r.topic, r.partition, true);
-                        }
-                        if p.buffered() + 1 == bound {
-                            inner.drained.notify_one();
-                        }
-                    }
-                }
-                (taken, s.next_due())
-            };
-            if let Some((record, epoch)) = taken {
-                return Ok(Some(inner.delivery(record, epoch)));
-            }
-            if !registered {
-                // Look again once registered, so a record placed in
-                // between is not missed.
-                registered = true;
-                continue;
-            }
-            match next_due {
-                Some(due) => {
-                    tokio::select! {
-                        () = &mut ready => {}
-                        () = tokio::time::sleep_until(due) => {}
-                    }
-                }
-                None => ready.await,
-            }
-        }
+        let mut one = None;
+        take(&self.inner, 1, |d| one = Some(d)).await?;
+        Ok(one)
+    }
+
+    async fn receive_many(
+        &self,
+        into: &mut Vec<Delivery>,
+        max: usize,
+    ) -> Result<usize, TransportError> {
+        take(&self.inner, max.max(1), |d| into.push(d)).await
     }
 
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
@@ -109,9 +70,6 @@ impl Transport for KafkaTransport {
             return Err(fail(delivery, e));
         };
         let inner = &self.inner;
-        if !inner.current(token) {
-            return Err(fail(delivery, revoked()));
-        }
         let message = &delivery.message;
         let result = match &action {
             Settle::Ack | Settle::Discard => inner.finish(token),
@@ -187,6 +145,86 @@ impl Transport for KafkaTransport {
     }
 }
 
+/// Waits for runnable records and hands up to `max` to `push` as
+/// deliveries; returns how many, `0` once the transport is closed.
+async fn take(
+    inner: &Arc<Inner>,
+    max: usize,
+    mut push: impl FnMut(Delivery) + Send,
+) -> Result<usize, TransportError> {
+    if inner.closed.load(AtomicOrdering::SeqCst) {
+        return Ok(0);
+    }
+    inner.start()?;
+    let mut taken = Vec::with_capacity(max);
+    // The first look takes without registering for a wake-up: under load a
+    // record is almost always there, and registering costs two turns of the
+    // notifier's lock that every consumer shares.
+    let mut registered = false;
+    loop {
+        let ready = inner.ready.notified();
+        tokio::pin!(ready);
+        if registered {
+            ready.as_mut().enable();
+        }
+        if inner.closed.load(AtomicOrdering::SeqCst) {
+            return Ok(0);
+        }
+        let next_due = take_runnable(inner, max, &mut taken);
+        if !taken.is_empty() {
+            // Took all it could carry: there may be more for another
+            // consumer (the pump wakes one per burst, not one per record).
+            if taken.len() == max {
+                inner.ready.notify_one();
+            }
+            let n = taken.len();
+            for (record, epoch) in taken {
+                push(inner.delivery(record, epoch));
+            }
+            return Ok(n);
+        }
+        if !registered {
+            // Look again once registered, so a record placed in between is
+            // not missed.
+            registered = true;
+            continue;
+        }
+        match next_due {
+            Some(due) => {
+                tokio::select! {
+                    () = &mut ready => {}
+                    () = tokio::time::sleep_until(due) => {}
+                }
+            }
+            None => ready.await,
+        }
+    }
+}
+
+/// Takes up to `max` runnable records under one lock; returns when the
+/// next waiting retry record is due.
+fn take_runnable(inner: &Inner, max: usize, taken: &mut Vec<(Record, u64)>) -> Option<Instant> {
+    let mut s = lock(&inner.state);
+    let now = Instant::now();
+    let bound = inner.config.buffer_per_partition;
+    while taken.len() < max {
+        let Some((r, epoch)) = s.take(now, inner.ordered) else {
+            break;
+        };
+        if let Some(p) = s.get_mut(&r.topic, r.partition) {
+            if p.paused && p.halted.is_none() && p.buffered() <= bound / 2 {
+                p.paused = false;
+                inner.set_fetching(&r.topic, r.partition, true);
+            }
+            if p.buffered() + 1 == bound {
+                inner.drained.notify_one();
+            }
+        }
+        taken.push((r, epoch));
+    }
+    s.next_due()
+}
+
 /// Produces the record's copy with `headers` to `topic` and, once its
 /// delivery report is in, marks the original finished.
 async fn copy_then_finish(
@@ -196,6 +234,11 @@ async fn copy_then_finish(
     topic: &str,
     headers: &Headers,
 ) -> Result<(), TransportError> {
+    // No copy for a record whose partition moved on: its new owner runs it.
+    // (Every other settlement checks this under the lock it takes anyway.)
+    if !inner.current(token) {
+        return Err(revoked());
+    }
     let copy = copy_of(token.raw_headers.as_ref(), headers);
     let key = token.key(message);
     // Boxed: the produce future is large, and inline it would make every

@@ -134,32 +134,56 @@ impl MemoryTransport {
         }
     }
 
-    /// `Some(None)` when closed, `Some(Some(d))` when a message was taken,
-    /// `None` when there is nothing to take yet.
-    fn try_take(&self) -> Option<Option<Delivery>> {
+    /// Waits for ready messages and hands up to `max` to `push`; returns
+    /// how many, `0` once closed.
+    async fn take(&self, max: usize, mut push: impl FnMut(Delivery) + Send) -> usize {
+        // Fast path: messages are waiting (no waiter registration needed).
+        if let Some(n) = self.try_take(max, &mut push) {
+            return n;
+        }
+        loop {
+            let ready = self.inner.ready.notified();
+            tokio::pin!(ready);
+            ready.as_mut().enable();
+            if let Some(n) = self.try_take(max, &mut push) {
+                return n;
+            }
+            ready.await;
+        }
+    }
+
+    /// Takes up to `max` ready messages: `Some(0)` when closed, `Some(n)`
+    /// when some were taken, `None` when there is nothing yet.
+    fn try_take(&self, max: usize, push: &mut impl FnMut(Delivery)) -> Option<usize> {
         let mut s = self.inner.lock();
         if s.closed {
-            return Some(None);
+            return Some(0);
         }
-        let mut e = s.ready.pop_front()?;
-        e.deliveries = e.deliveries.saturating_add(1);
-        s.in_flight += 1;
-        s.stats.delivered += 1;
-        drop(s);
-        let token = Token {
-            transport: self.inner.id(),
-            seq: e.seq,
-            deliveries: e.deliveries,
-        };
-        let origin = Origin {
-            queue: Some(self.inner.name.clone()),
-            partition: None,
-            offset: i64::try_from(e.seq).ok(),
-        };
-        let lane = e.message.key.clone();
-        let mut d = Delivery::new(e.message, origin, token).with_broker_attempts(e.deliveries - 1);
-        d.lane = lane;
-        Some(Some(d))
+        let n = s.ready.len().min(max);
+        if n == 0 {
+            return None;
+        }
+        for mut e in s.ready.drain(..n) {
+            e.deliveries = e.deliveries.saturating_add(1);
+            let token = Token {
+                transport: self.inner.id(),
+                seq: e.seq,
+                deliveries: e.deliveries,
+            };
+            let origin = Origin {
+                queue: Some(self.inner.name.clone()),
+                partition: None,
+                offset: i64::try_from(e.seq).ok(),
+            };
+            let lane = e.message.key.clone();
+            let mut d =
+                Delivery::new(e.message, origin, token).with_broker_attempts(e.deliveries - 1);
+            d.lane = lane;
+            push(d);
+        }
+        s.in_flight += n;
+        s.stats.delivered += n as u64;
+        Some(n)
     }
 
     fn token(&self, d: &Delivery) -> Option<Token> {
@@ -188,19 +212,17 @@ impl Transport for MemoryTransport {
     }
 
     async fn receive(&self) -> Result<Option<Delivery>, TransportError> {
-        // Fast path: a message is waiting (no waiter registration needed).
-        if let Some(d) = self.try_take() {
-            return Ok(d);
-        }
-        loop {
-            let ready = self.inner.ready.notified();
-            tokio::pin!(ready);
-            ready.as_mut().enable();
-            if let Some(d) = self.try_take() {
-                return Ok(d);
-            }
-            ready.await;
-        }
+        let mut one = None;
+        self.take(1, |d| one = Some(d)).await;
+        Ok(one)
+    }
+
+    async fn receive_many(
+        &self,
+        into: &mut Vec<Delivery>,
+        max: usize,
+    ) -> Result<usize, TransportError> {
+        Ok(self.take(max.max(1), |d| into.push(d)).await)
     }
 
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {

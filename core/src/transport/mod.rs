@@ -110,6 +110,29 @@ pub trait Transport: Send + Sync + std::fmt::Debug {
     /// cancel-safe: dropping the future loses no delivery.
     async fn receive(&self) -> Result<Option<Delivery>, TransportError>;
 
+    /// Up to `max` deliveries at once, appended to `into`, waiting only for
+    /// the first; returns how many were added, `0` only once the transport
+    /// is closed. Cancel-safe like [`Transport::receive`].
+    ///
+    /// The worker takes deliveries this way when it has several free slots,
+    /// and still runs them concurrently. A transport that hands deliveries
+    /// out of a shared buffer overrides it to take several under one lock
+    /// and one wake-up; the default receives one.
+    async fn receive_many(
+        &self,
+        into: &mut Vec<Delivery>,
+        max: usize,
+    ) -> Result<usize, TransportError> {
+        let _ = max;
+        Ok(match self.receive().await? {
+            Some(d) => {
+                into.push(d);
+                1
+            }
+            None => 0,
+        })
+    }
+
     /// Carries out a settlement. On failure the delivery comes back, still
     /// unacknowledged, so the broker will deliver it again.
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled>;

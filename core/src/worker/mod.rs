@@ -207,4 +207,6 @@ impl<H> fmt::Debug for Worker<H> {
 }
 
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod tests;

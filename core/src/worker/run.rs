@@ -146,19 +146,35 @@ impl<H: Handler> Worker<H> {
     }
 }
 
-/// One consumer: take a slot, take a delivery, process it (or queue it
-/// behind its lane), repeat until the worker stops.
+/// Deliveries one consumer takes at once, at most: one lock and one
+/// wake-up of the transport for several messages, while batches stay small
+/// enough that the slots spread over the consumers.
+const MAX_BATCH: usize = 16;
+
+/// One consumer: take free slots, take as many deliveries, process them
+/// (concurrently, or queued behind their lanes), repeat until the worker
+/// stops.
 async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
     let mut stopping = shared.stopping.subscribe();
+    let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
         if shared.is_stopping() {
             return;
         }
-        let permit =
+        let mut permit =
             match unless_stopping(&mut stopping, shared.permits.clone().acquire_owned()).await {
                 Some(Ok(p)) => p,
                 Some(Err(_)) | None => return,
             };
+        // More free slots, without waiting for any.
+        let more = shared.permits.available_permits().min(MAX_BATCH - 1);
+        if let Some(p) = u32::try_from(more)
+            .ok()
+            .filter(|n| *n > 0)
+            .and_then(|n| shared.permits.clone().try_acquire_many_owned(n).ok())
+        {
+            permit.merge(p);
+        }
         let intake = match &shared.intake {
             Some(m) => match unless_stopping(&mut stopping, m.lock()).await {
                 Some(g) => Some(g),
@@ -169,23 +185,51 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
         if shared.is_stopping() {
             return;
         }
-        let Some(received) = unless_stopping(&mut stopping, shared.ctx.transport.receive()).await
-        else {
+        let max = permit.num_permits();
+        let received = unless_stopping(
+            &mut stopping,
+            shared.ctx.transport.receive_many(&mut batch, max),
+        )
+        .await;
+        let Some(received) = received else {
+            // Stopped while waiting: a transport adds deliveries only as it
+            // returns, but hand back anything that is there all the same.
+            let left = Box::pin(release_all(&shared.ctx, batch.drain(..)));
+            left.await;
             return;
         };
         match received {
-            Ok(Some(d)) => {
-                shared.receive_failures.store(0, AtomicOrdering::Relaxed);
-                Counters::bump(&shared.ctx.counters.received);
-                let admitted = admit(&shared, d, permit);
-                drop(intake);
-                if let Some(work) = admitted {
-                    run_admitted(&shared, work).await;
-                }
-            }
-            Ok(None) => {
+            Ok(0) => {
                 shared.stop(Stop::Closed);
                 return;
+            }
+            Ok(_) => {
+                shared.receive_failures.store(0, AtomicOrdering::Relaxed);
+                shared
+                    .ctx
+                    .counters
+                    .received
+                    .fetch_add(batch.len() as u64, AtomicOrdering::Relaxed);
+                let mut admitted = Vec::with_capacity(batch.len());
+                let mut over = Vec::new();
+                for d in batch.drain(..) {
+                    match permit.split(1) {
+                        Some(slot) => admitted.extend(admit(&shared, d, slot)),
+                        None => over.push(d),
+                    }
+                }
+                drop(permit);
+                drop(intake);
+                if !over.is_empty() {
+                    tracing::warn!(
+                        extra = over.len(),
+                        asked = max,
+                        "the transport gave more deliveries than asked; handing the extra back"
+                    );
+                    let extra = Box::pin(release_all(&shared.ctx, over.into_iter()));
+                    extra.await;
+                }
+                run_batch(&shared, admitted).await;
             }
             Err(e) if e.is_retryable() => {
                 drop(permit);
@@ -245,6 +289,19 @@ fn admit<H: Handler>(
         permit,
         lane: Some(key),
     })
+}
+
+/// Runs a batch's admitted deliveries concurrently: a slow handler holds
+/// up only its own slot, which the others do not wait for.
+async fn run_batch<H: Handler>(shared: &Shared<H>, mut admitted: Vec<Admitted>) {
+    if admitted.len() <= 1 {
+        if let Some(work) = admitted.pop() {
+            run_admitted(shared, work).await;
+        }
+        return;
+    }
+    let all = futures_util::future::join_all(admitted.into_iter().map(|w| run_admitted(shared, w)));
+    all.await;
 }
 
 /// Processes an admitted delivery; a lane owner then drains its lane.

@@ -1,0 +1,89 @@
+//! Batched receiving keeps the worker's concurrency: deliveries taken
+//! together run together, and a slow one holds only its own slot.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering as AtomicOrdering},
+    },
+    time::Duration,
+};
+
+use tokio::sync::Semaphore;
+
+use super::*;
+use crate::{Failure, Message, memory::MemoryTransport};
+
+/// `hold` waits for the gate; anything else succeeds at once. Counts what
+/// runs at the same time.
+#[derive(Clone)]
+struct Gated {
+    gate: Arc<Semaphore>,
+    running: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    done: Arc<AtomicUsize>,
+}
+
+impl Handler for Gated {
+    async fn handle(&self, msg: &Message) -> Result<(), Failure> {
+        let now = self.running.fetch_add(1, AtomicOrdering::SeqCst) + 1;
+        self.most.fetch_max(now, AtomicOrdering::SeqCst);
+        if *msg.body == *b"hold" {
+            let _ = self.gate.acquire().await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+        self.running.fetch_sub(1, AtomicOrdering::SeqCst);
+        self.done.fetch_add(1, AtomicOrdering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_runs_together_and_a_slow_delivery_holds_only_its_slot() {
+    let t = MemoryTransport::new("orders");
+    // The first batch a consumer takes holds three slow ones and a quick one.
+    for i in 0..3 {
+        t.publish(Message::new("orders", "hold").with_id(format!("h{i}")));
+    }
+    for i in 0..20 {
+        t.publish(Message::new("orders", "ok").with_id(format!("q{i}")));
+    }
+    let h = Gated {
+        gate: Arc::new(Semaphore::new(0)),
+        running: Arc::default(),
+        most: Arc::default(),
+        done: Arc::default(),
+    };
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
+        .concurrency(4)
+        .handler_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let idle = t.clone();
+    let run = tokio::spawn(worker.run(async move { idle.idle().await }));
+    // All quick ones finish while the slow ones still hold their slots: the
+    // batch did not run one after another, and the one free slot kept
+    // turning over.
+    let quick = tokio::time::timeout(Duration::from_secs(60), async {
+        while h.done.load(AtomicOrdering::SeqCst) < 20 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(quick.is_ok(), "quick deliveries waited behind slow ones");
+    assert_eq!(
+        h.running.load(AtomicOrdering::SeqCst),
+        3,
+        "the slow ones are still running"
+    );
+    h.gate.add_permits(3);
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!(summary.acked, 23);
+    assert_eq!(summary.received, 23);
+    assert_eq!(
+        h.most.load(AtomicOrdering::SeqCst),
+        4,
+        "never more than the concurrency, and all of it used"
+    );
+}
