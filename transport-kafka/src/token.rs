@@ -107,7 +107,7 @@ impl Inner {
             body: payload,
         };
         let origin = Origin {
-            queue: Some(topic.to_string()),
+            queue: Some(String::from(&*topic)),
             partition: Some(partition),
             offset: Some(offset),
         };

@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     /// An offset was gathered for the committer (see `commits`).
     pub(crate) gathered: Notify,
     pub(crate) closed: AtomicBool,
+    /// The group was joined and the pump started (see `start`).
+    started: AtomicBool,
     pump: Mutex<Option<JoinHandle<()>>>,
     /// The control-topic listener and the committer.
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -158,6 +160,7 @@ impl KafkaTransport {
             drained: Notify::new(),
             gathered: Notify::new(),
             closed: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             pump: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
         });
@@ -309,6 +312,10 @@ impl Inner {
     /// transport used only to produce or browse never takes partitions
     /// from the workers of its group.
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), TransportError> {
+        // Every receive asks; only the first few find it not started.
+        if self.started.load(AtomicOrdering::Acquire) {
+            return Ok(());
+        }
         let mut pump_slot = self.pump.lock().unwrap_or_else(|p| p.into_inner());
         if pump_slot.is_some() {
             return Ok(());
@@ -325,6 +332,7 @@ impl Inner {
             .subscribe(&refs)
             .map_err(|e| kafka_error("subscribe", e))?;
         *pump_slot = Some(tokio::spawn(crate::pump::run(self.clone())));
+        self.started.store(true, AtomicOrdering::Release);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.push(tokio::spawn(crate::control::listen(self.clone())));
         tasks.push(tokio::spawn(commits::run(self.clone())));
