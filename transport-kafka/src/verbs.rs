@@ -172,9 +172,11 @@ async fn take(
         }
         let next_due = take_runnable(inner, max, &mut taken);
         if !taken.is_empty() {
-            // Took all it could carry: there may be more for another
-            // consumer (the pump wakes one per burst, not one per record).
-            if taken.len() == max {
+            // The pump wakes one consumer per burst, not one per record:
+            // leaving to run what it took, this one hands the watch on if
+            // anything is left (more than it could carry, or retries still
+            // waiting for their time, which someone must wake up for).
+            if taken.len() == max || next_due.is_some() {
                 inner.ready.notify_one();
             }
             let n = taken.len();
