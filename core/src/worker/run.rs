@@ -3,8 +3,12 @@
 //! Why long-lived consumers and not a task per message? A spawn and a
 //! cross-thread wake per message cost more than the whole in-memory
 //! round-trip; `concurrency` consumers that each take, process and settle
-//! in turn keep the engine close to the transport's own speed. Ordered
-//! policies add lanes: the consumer that takes the first delivery of a lane
+//! in turn keep the engine close to the transport's own speed. A consumer
+//! with several free slots takes that many deliveries in one receive (one
+//! lock and one wake-up of the transport for the lot) and runs them
+//! concurrently; each frees its slot as it settles, so a slow one holds up
+//! nothing but itself (`concurrency` consumers are enough to use every free
+//! slot). Ordered policies add lanes: the consumer that takes the first delivery of a lane
 //! owns it and drains its queue in order; others only queue behind it. A
 //! slot (semaphore permit) is held by every delivery the worker has taken,
 //! in flight or queued, so the worker never holds more than `concurrency`.
