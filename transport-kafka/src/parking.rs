@@ -25,7 +25,7 @@ use rdkafka::{
 use crate::{
     KIND, admin,
     headers::{for_copy, to_headers, understand_spring},
-    transport::{CORRELATION_ID, Inner, MESSAGE_ID, MESSAGE_TYPE},
+    transport::Inner,
 };
 
 #[derive(Clone)]
@@ -139,18 +139,16 @@ impl KafkaParkingLot {
 
     fn parked(&self, r: &Read) -> Parked {
         let neutral = to_headers(r.headers.as_ref());
-        let message = Message {
-            route: self.inner.config.topic.clone(),
-            id: neutral.get(MESSAGE_ID).map(str::to_owned),
-            key: r
-                .key
-                .as_ref()
-                .map(|k| String::from_utf8_lossy(k).into_owned()),
-            correlation_id: neutral.get(CORRELATION_ID).map(str::to_owned),
-            message_type: neutral.get(MESSAGE_TYPE).map(str::to_owned),
-            headers: neutral,
-            body: r.payload.clone().into(),
-        };
+        let key = r
+            .key
+            .as_ref()
+            .map(|k| String::from_utf8_lossy(k).into_owned());
+        let message = Message::from_headers(
+            self.inner.config.topic.clone(),
+            key,
+            neutral,
+            r.payload.clone(),
+        );
         let at = r
             .timestamp
             .and_then(|ms| u64::try_from(ms).ok())

@@ -8,13 +8,10 @@
 
 use std::sync::Arc;
 
-use parkway_core::{Delivery, Envelope, Message, Origin, envelope::HEADER_PREFIX};
+use parkway_core::{Delivery, Message, Origin};
 use rdkafka::message::OwnedHeaders;
 
-use crate::{
-    state::Record,
-    transport::{CORRELATION_ID, Inner, MESSAGE_ID, MESSAGE_TYPE},
-};
+use crate::{state::Record, transport::Inner};
 
 /// What a delivery carries back to `settle`: where its record is, and what
 /// of it the message could not hold exactly.
@@ -81,31 +78,8 @@ impl Inner {
             raw_headers,
             due,
         } = record;
-        // Only a record that carries an envelope has ids to fall back on.
-        let env = if headers.has_prefix(HEADER_PREFIX) {
-            Envelope::decode(&headers)
-        } else {
-            Envelope::default()
-        };
         let (key, raw_key) = split_key(key);
-        let message = Message {
-            route: self.config.topic.clone(),
-            id: headers
-                .get(MESSAGE_ID)
-                .map(str::to_owned)
-                .or(env.message_id),
-            key,
-            correlation_id: headers
-                .get(CORRELATION_ID)
-                .map(str::to_owned)
-                .or(env.correlation_id),
-            message_type: headers
-                .get(MESSAGE_TYPE)
-                .map(str::to_owned)
-                .or(env.message_type),
-            headers,
-            body: payload,
-        };
+        let message = Message::from_headers(self.config.topic.clone(), key, headers, payload);
         let origin = Origin {
             queue: Some(String::from(&*topic)),
             partition: Some(partition),

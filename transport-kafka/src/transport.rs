@@ -248,11 +248,7 @@ impl KafkaTransport {
 
 /// Plain headers carrying a message's identity on Kafka (Kafka has no
 /// message properties).
-pub const MESSAGE_ID: &str = "message-id";
-/// See [`MESSAGE_ID`].
-pub const CORRELATION_ID: &str = "correlation-id";
-/// See [`MESSAGE_ID`].
-pub const MESSAGE_TYPE: &str = "message-type";
+pub use parkway_core::transport::identity::{CORRELATION_ID, MESSAGE_ID, MESSAGE_TYPE};
 
 impl Inner {
     /// Pauses or resumes fetching a partition. Call it with the state lock

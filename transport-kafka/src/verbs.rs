@@ -55,57 +55,11 @@ impl Transport for KafkaTransport {
     }
 
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
-        let name = action.name();
-        let fail = |delivery, error| Unsettled {
-            action: name,
-            error,
-            delivery,
+        let result = match delivery.token::<Token>() {
+            Some(token) => settle_token(&self.inner, token, &delivery.message, &action).await,
+            None => Err(TransportError::foreign_delivery(KIND)),
         };
-        let Some(token) = delivery.token::<Token>() else {
-            let e = TransportError::new(
-                KIND,
-                ErrorKind::Config,
-                "delivery is not from this transport",
-            );
-            return Err(fail(delivery, e));
-        };
-        let inner = &self.inner;
-        let message = &delivery.message;
-        let result = match &action {
-            Settle::Ack | Settle::Discard => inner.finish(token),
-            Settle::Release => {
-                let mut s = lock(&inner.state);
-                match s.get_mut(&token.topic, token.partition) {
-                    Some(p) if p.epoch == token.epoch => {
-                        p.release(token.record(message));
-                        drop(s);
-                        inner.ready.notify_one();
-                        Ok(())
-                    }
-                    _ => Err(revoked()),
-                }
-            }
-            Settle::Retry { delay, headers } => {
-                let tier = inner
-                    .plan
-                    .tier_for(*delay)
-                    .map(|l| inner.config.tier_topic(l));
-                let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
-                copy_then_finish(inner, token, message, &topic, headers).await
-            }
-            Settle::Park { headers } => {
-                copy_then_finish(inner, token, message, &inner.config.dlt(), headers).await
-            }
-            Settle::Halt { headers } => inner
-                .halt(token, message, headers)
-                .map(|h| crate::control::announce(inner, &h)),
-            _ => Err(TransportError::new(
-                KIND,
-                ErrorKind::Unsupported,
-                format!("settlement {name}"),
-            )),
-        };
-        result.map_err(|e| fail(delivery, e))
+        result.map_err(|error| Unsettled::new(&action, error, delivery))
     }
 
     fn parking_lot(&self) -> &dyn ParkingLot {
@@ -142,6 +96,49 @@ impl Transport for KafkaTransport {
                 }
             ),
         ]
+    }
+}
+
+/// Carries out `action` on the record behind `token`.
+async fn settle_token(
+    inner: &Arc<Inner>,
+    token: &Token,
+    message: &Message,
+    action: &Settle,
+) -> Result<(), TransportError> {
+    match action {
+        Settle::Ack | Settle::Discard => inner.finish(token),
+        Settle::Release => {
+            let mut s = lock(&inner.state);
+            match s.get_mut(&token.topic, token.partition) {
+                Some(p) if p.epoch == token.epoch => {
+                    p.release(token.record(message));
+                    drop(s);
+                    inner.ready.notify_one();
+                    Ok(())
+                }
+                _ => Err(revoked()),
+            }
+        }
+        Settle::Retry { delay, headers } => {
+            let tier = inner
+                .plan
+                .tier_for(*delay)
+                .map(|l| inner.config.tier_topic(l));
+            let topic = tier.unwrap_or_else(|| inner.config.topic.clone());
+            copy_then_finish(inner, token, message, &topic, headers).await
+        }
+        Settle::Park { headers } => {
+            copy_then_finish(inner, token, message, &inner.config.dlt(), headers).await
+        }
+        Settle::Halt { headers } => inner
+            .halt(token, message, headers)
+            .map(|h| crate::control::announce(inner, &h)),
+        _ => Err(TransportError::new(
+            KIND,
+            ErrorKind::Unsupported,
+            format!("settlement {}", action.name()),
+        )),
     }
 }
 

@@ -396,41 +396,11 @@ impl Transport for RabbitTransport {
     }
 
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
-        let name = action.name();
-        let fail = |delivery, error| Unsettled {
-            action: name,
-            error,
-            delivery,
+        let result = match delivery.token::<Token>() {
+            Some(token) => self.settle_token(&delivery, token, &action).await,
+            None => Err(TransportError::foreign_delivery(KIND)),
         };
-        let Some(token) = delivery.token::<Token>() else {
-            let e = TransportError::new(
-                KIND,
-                ErrorKind::Config,
-                "delivery is not from this transport",
-            );
-            return Err(fail(delivery, e));
-        };
-        let inner = &self.inner;
-        if token.generation != inner.generation.load(AtomicOrdering::SeqCst)
-            || token.acker.poisoned()
-        {
-            return Err(fail(delivery, gone()));
-        }
-        let result = match &action {
-            Settle::Ack | Settle::Discard => inner.ack(token).await,
-            Settle::Release => inner.requeue(token).await,
-            Settle::Retry { delay, headers } => {
-                self.copy_then_ack(&delivery, token, Some(*delay), headers)
-                    .await
-            }
-            Settle::Park { headers } => self.copy_then_ack(&delivery, token, None, headers).await,
-            _ => Err(TransportError::new(
-                KIND,
-                ErrorKind::Unsupported,
-                format!("settlement {name}"),
-            )),
-        };
-        result.map_err(|e| fail(delivery, e))
+        result.map_err(|error| Unsettled::new(&action, error, delivery))
     }
 
     async fn stop_receiving(&self) {
@@ -490,6 +460,35 @@ impl Transport for RabbitTransport {
 }
 
 impl RabbitTransport {
+    /// Carries out `action` on the delivery behind `token`.
+    async fn settle_token(
+        &self,
+        delivery: &Delivery,
+        token: &Token,
+        action: &Settle,
+    ) -> Result<(), TransportError> {
+        let inner = &self.inner;
+        if token.generation != inner.generation.load(AtomicOrdering::SeqCst)
+            || token.acker.poisoned()
+        {
+            return Err(gone());
+        }
+        match action {
+            Settle::Ack | Settle::Discard => inner.ack(token).await,
+            Settle::Release => inner.requeue(token).await,
+            Settle::Retry { delay, headers } => {
+                self.copy_then_ack(delivery, token, Some(*delay), headers)
+                    .await
+            }
+            Settle::Park { headers } => self.copy_then_ack(delivery, token, None, headers).await,
+            _ => Err(TransportError::new(
+                KIND,
+                ErrorKind::Unsupported,
+                format!("settlement {}", action.name()),
+            )),
+        }
+    }
+
     /// Publishes the retry (`delay`) or parked (`None`) copy with a confirm,
     /// then acks the original.
     async fn copy_then_ack(

@@ -16,7 +16,7 @@ use aws_sdk_sqs::{
     Client,
     types::{Message as SqsMessage, MessageSystemAttributeName as Sys},
 };
-use parkway_core::{Delivery, Envelope, Message, Origin, envelope::names};
+use parkway_core::{Delivery, Message, Origin, envelope::names};
 use tokio::sync::Semaphore;
 
 use crate::{
@@ -30,11 +30,7 @@ use crate::{
 };
 
 /// Plain message attributes carrying a message's identity on SQS.
-pub const MESSAGE_ID: &str = "message-id";
-/// See [`MESSAGE_ID`].
-pub const CORRELATION_ID: &str = "correlation-id";
-/// See [`MESSAGE_ID`].
-pub const MESSAGE_TYPE: &str = "message-type";
+pub use parkway_core::transport::identity::{CORRELATION_ID, MESSAGE_ID, MESSAGE_TYPE};
 
 pub(crate) struct Inner {
     pub(crate) client: Client,
@@ -122,26 +118,12 @@ pub(crate) fn rfc3339(ms: u64) -> String {
 /// from the plain attributes or the envelope, the SQS id as a last resort.
 pub(crate) fn message(route: &str, m: &SqsMessage, sys: &System) -> Message {
     let headers = to_headers(m.message_attributes());
-    let env = Envelope::decode(&headers);
-    Message {
-        route: route.to_owned(),
-        id: headers
-            .get(MESSAGE_ID)
-            .map(str::to_owned)
-            .or(env.message_id)
-            .or_else(|| m.message_id().map(str::to_owned)),
-        key: sys.group.clone(),
-        correlation_id: headers
-            .get(CORRELATION_ID)
-            .map(str::to_owned)
-            .or(env.correlation_id),
-        message_type: headers
-            .get(MESSAGE_TYPE)
-            .map(str::to_owned)
-            .or(env.message_type),
-        headers,
-        body: m.body().unwrap_or_default().to_owned().into(),
+    let body = m.body().unwrap_or_default().to_owned();
+    let mut message = Message::from_headers(route, sys.group.clone(), headers, body);
+    if message.id.is_none() {
+        message.id = m.message_id().map(str::to_owned);
     }
+    message
 }
 
 impl Inner {

@@ -168,11 +168,7 @@ impl SqsTransport {
 }
 
 fn foreign() -> TransportError {
-    TransportError::new(
-        KIND,
-        ErrorKind::Config,
-        "delivery is not from this transport",
-    )
+    TransportError::foreign_delivery(KIND)
 }
 
 #[async_trait]
@@ -203,7 +199,6 @@ impl Transport for SqsTransport {
     }
 
     async fn settle(&self, delivery: Delivery, action: Settle) -> Result<(), Unsettled> {
-        let name = action.name();
         if let (Settle::Retry { delay, headers }, RetryMode::Visibility) =
             (&action, self.inner.config.retry_mode)
         {
@@ -219,11 +214,7 @@ impl Transport for SqsTransport {
             Some(token) => self.inner.settle_token(token, &action).await,
             None => Err(foreign()),
         };
-        result.map_err(|error| Unsettled {
-            action: name,
-            error,
-            delivery,
-        })
+        result.map_err(|error| Unsettled::new(&action, error, delivery))
     }
 
     /// Nothing to do: the heartbeat renews the lease of every message this

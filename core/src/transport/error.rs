@@ -44,6 +44,16 @@ impl TransportError {
         }
     }
 
+    /// A delivery that another transport made (its token is not this
+    /// one's): there is nothing here to settle it with.
+    pub fn foreign_delivery(transport: &'static str) -> Self {
+        Self::new(
+            transport,
+            ErrorKind::Config,
+            "delivery is not from this transport",
+        )
+    }
+
     /// Attaches the underlying client error.
     #[must_use]
     pub fn with_source(mut self, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {

@@ -4,7 +4,18 @@ use std::{any::Any, fmt};
 
 use bytes::Bytes;
 
-use crate::envelope::{Headers, Origin};
+use crate::envelope::{Envelope, Headers, Origin};
+
+/// Plain header names that carry a message's identity on brokers without
+/// message properties (Kafka, SQS); see [`Message::from_headers`].
+pub mod identity {
+    /// The message id.
+    pub const MESSAGE_ID: &str = "message-id";
+    /// The correlation id.
+    pub const CORRELATION_ID: &str = "correlation-id";
+    /// The message type.
+    pub const MESSAGE_TYPE: &str = "message-type";
+}
 
 /// A message: body, headers and the few properties the lifecycle uses.
 ///
@@ -43,6 +54,36 @@ impl Message {
             correlation_id: None,
             message_type: None,
             headers: Headers::new(),
+            body: body.into(),
+        }
+    }
+
+    /// A message as a broker without message properties delivers it: id,
+    /// correlation id and type from the plain [`identity`] headers, or else
+    /// from the envelope of a copy Parkway wrote.
+    ///
+    /// ```
+    /// use parkway_core::{Headers, Message};
+    /// let h: Headers = [("message-id", "m-1"), ("x-parkway-message-type", "Order")].into_iter().collect();
+    /// let m = Message::from_headers("orders", None, h, "{}");
+    /// assert_eq!(m.id.as_deref(), Some("m-1"));
+    /// assert_eq!(m.message_type.as_deref(), Some("Order"));
+    /// ```
+    pub fn from_headers(
+        route: impl Into<String>,
+        key: Option<String>,
+        headers: Headers,
+        body: impl Into<Bytes>,
+    ) -> Self {
+        let env = Envelope::decode(&headers);
+        let plain = |name: &str| headers.get(name).map(str::to_owned);
+        Message {
+            route: route.into(),
+            id: plain(identity::MESSAGE_ID).or(env.message_id),
+            key,
+            correlation_id: plain(identity::CORRELATION_ID).or(env.correlation_id),
+            message_type: plain(identity::MESSAGE_TYPE).or(env.message_type),
+            headers,
             body: body.into(),
         }
     }

@@ -22,7 +22,7 @@ mod topology;
 
 pub use capabilities::{Capabilities, DelayMode, PlanError, PolicyPlan};
 pub use error::{ErrorKind, TransportError};
-pub use message::{Delivery, Message};
+pub use message::{Delivery, Message, identity};
 pub use parking::{Choice, Parked, ParkingLot, Selector};
 pub use plan::TopologyPlan;
 pub use topology::TopologyMode;
@@ -94,6 +94,17 @@ pub struct Unsettled {
     pub error: TransportError,
     /// The delivery, still unacknowledged.
     pub delivery: Delivery,
+}
+
+impl Unsettled {
+    /// `action` on `delivery` failed with `error`; the delivery goes back.
+    pub fn new(action: &Settle, error: TransportError, delivery: Delivery) -> Self {
+        Unsettled {
+            action: action.name(),
+            error,
+            delivery,
+        }
+    }
 }
 
 /// A broker transport. Object-safe: a transport chosen in config is a
