@@ -19,7 +19,10 @@
 //! Needs the broker: `scripts/kafka-start`. `PARKWAY_BENCH_N` (default
 //! 100 000), `PARKWAY_BENCH_ROUNDS` (default 3), `PARKWAY_BENCH_ONLY`
 //! (`happy`, `pause` or `delay`; `engine`: the happy path's engine rounds
-//! alone, for a profiler), `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
+//! alone, for a profiler; `transport`: those rounds without the worker, one
+//! task receiving and acking, to split the engine's cost between transport
+//! and worker), `PARKWAY_BENCH_CONCURRENCY` (the worker's, default 64),
+//! `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
 //! happy-path round prints the CPU time per record of all the process's
 //! threads: on a two-core machine shared with the broker, throughput swings
 //! with the broker's fetch timing, CPU per record much less.
@@ -240,7 +243,7 @@ async fn engine(
     };
     let worker = Worker::builder(Arc::new(t.clone()), h.clone())
         .policy(policy)
-        .concurrency(64)
+        .concurrency(env_or("PARKWAY_BENCH_CONCURRENCY", 64) as usize)
         .build()
         .unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -305,10 +308,10 @@ fn main() {
         if only == "delay" {
             return delay_report().await;
         }
-        if only.is_empty() || only == "happy" || only == "engine" {
-            happy(n, only != "engine").await;
+        if only.is_empty() || ["happy", "engine", "transport"].contains(&only.as_str()) {
+            happy(n, only != "engine" && only != "transport", only == "transport").await;
         }
-        if only == "happy" || only == "engine" {
+        if ["happy", "engine", "transport"].contains(&only.as_str()) {
             return;
         }
         let n = n.min(20_000);
@@ -344,8 +347,9 @@ fn main() {
 
 /// Raw and engine rounds alternated over one topic, each round a fresh
 /// consumer group reading all `n` records.
-/// `raw_too = false` runs the engine rounds alone (for profiling it).
-async fn happy(n: u64, raw_too: bool) {
+/// `raw_too = false` runs the engine rounds alone (for profiling it);
+/// `transport_only` replaces the worker with [`transport_alone`].
+async fn happy(n: u64, raw_too: bool, transport_only: bool) {
     let rounds = env_or("PARKWAY_BENCH_ROUNDS", 3);
     let policy = RetryPolicy::builder()
         .max_attempts(3)
@@ -377,7 +381,13 @@ async fn happy(n: u64, raw_too: bool) {
         let t = KafkaTransport::connect(config(&topic, &group), [&policy])
             .await
             .unwrap();
-        let (rate, per, _) = within("the engine round", engine(&t, policy.clone(), n, None)).await;
+        let (rate, per) = if transport_only {
+            within("the transport round", transport_alone(&t, n)).await
+        } else {
+            let (rate, per, _) =
+                within("the engine round", engine(&t, policy.clone(), n, None)).await;
+            (rate, per)
+        };
         engines.push(rate);
         cpu[2].push(per.as_secs_f64() * 1e6);
     }
@@ -396,8 +406,13 @@ async fn happy(n: u64, raw_too: bool) {
         "happy path     raw rdkafka consume + commit every {interval:?}:  {gathered_rate:>9.0} msgs/s  (median of [{}])",
         show(&gathered, 0)
     );
+    let what = if transport_only {
+        "transport alone (receive + ack, no worker):"
+    } else {
+        "engine (worker, handler Ok):              "
+    };
     println!(
-        "happy path     engine (worker, handler Ok):              {eng_rate:>9.0} msgs/s  (median of [{}])",
+        "happy path     {what} {eng_rate:>9.0} msgs/s  (median of [{}])",
         show(&engines, 0)
     );
     println!(
@@ -428,4 +443,31 @@ async fn delay_report() {
     for line in precision_report(samples) {
         println!("{line}");
     }
+}
+
+/// The transport without the worker: one task takes up to 16 deliveries
+/// at a time and acks each, so the engine's figure splits into what the
+/// Kafka transport costs and what the worker adds.
+async fn transport_alone(t: &KafkaTransport, n: u64) -> (f64, Duration) {
+    use parkway_core::{Settle, Transport};
+    let warm = n / 10;
+    let mut start = Instant::now();
+    let mut cpu = cpu_snapshot();
+    let mut batch = Vec::new();
+    let mut seen = 0;
+    while seen < n {
+        t.receive_many(&mut batch, 16).await.unwrap();
+        for d in batch.drain(..) {
+            t.settle(d, Settle::Ack).await.unwrap();
+            seen += 1;
+            if seen == warm {
+                start = Instant::now();
+                cpu = cpu_snapshot();
+            }
+        }
+    }
+    let per = cpu_since(&cpu) / u32::try_from(n - warm).unwrap();
+    let r = ((n - warm) as f64 / start.elapsed().as_secs_f64(), per);
+    t.close().await;
+    r
 }
