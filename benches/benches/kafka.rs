@@ -131,6 +131,41 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
 
 const PHASE_DEADLINE: Duration = Duration::from_secs(300);
 
+/// A loop's measuring window: it opens after the first tenth of `n`
+/// records (group join and first fetches excluded) and gives msgs/s and
+/// CPU time per record of what followed.
+struct Window {
+    n: u64,
+    warm: u64,
+    start: Instant,
+    cpu: HashMap<String, u64>,
+}
+
+impl Window {
+    fn new(n: u64) -> Self {
+        Window {
+            n,
+            warm: n / 10,
+            start: Instant::now(),
+            cpu: HashMap::new(),
+        }
+    }
+
+    /// Call with the count of records done so far.
+    fn done(&mut self, seen: u64) {
+        if seen == self.warm {
+            self.start = Instant::now();
+            self.cpu = cpu_snapshot();
+        }
+    }
+
+    fn close(&self) -> (f64, Duration) {
+        let counted = self.n - self.warm;
+        let per = cpu_since(&self.cpu) / u32::try_from(counted).unwrap();
+        (counted as f64 / self.start.elapsed().as_secs_f64(), per)
+    }
+}
+
 /// The raw loop: commit after each record, or (`gather`) the latest offset
 /// per partition once per that interval, as the engine does by default.
 /// Returns msgs/s and CPU time per record, both after the first tenth.
@@ -150,9 +185,7 @@ async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> (f64
             .unwrap();
         consumer.commit(&tpl, CommitMode::Async).unwrap();
     };
-    let warm = n / 10;
-    let mut start = Instant::now();
-    let mut cpu = cpu_snapshot();
+    let mut window = Window::new(n);
     let mut latest: HashMap<i32, i64> = HashMap::new();
     let mut last_commit = Instant::now();
     for seen in 0..n {
@@ -172,13 +205,9 @@ async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> (f64
                 }
             }
         }
-        if seen + 1 == warm {
-            start = Instant::now();
-            cpu = cpu_snapshot();
-        }
+        window.done(seen + 1);
     }
-    let per = cpu_since(&cpu) / u32::try_from(n - warm).unwrap();
-    ((n - warm) as f64 / start.elapsed().as_secs_f64(), per)
+    window.close()
 }
 
 #[derive(Clone)]
@@ -308,10 +337,16 @@ fn main() {
         if only == "delay" {
             return delay_report().await;
         }
-        if only.is_empty() || ["happy", "engine", "transport"].contains(&only.as_str()) {
-            happy(n, only != "engine" && only != "transport", only == "transport").await;
+        let happy_only = match only.as_str() {
+            "happy" => Some(Happy::WithRaw),
+            "engine" => Some(Happy::Engine),
+            "transport" => Some(Happy::Transport),
+            _ => None,
+        };
+        if only.is_empty() || happy_only.is_some() {
+            happy(n, happy_only.unwrap_or(Happy::WithRaw)).await;
         }
-        if ["happy", "engine", "transport"].contains(&only.as_str()) {
+        if happy_only.is_some() {
             return;
         }
         let n = n.min(20_000);
@@ -345,11 +380,20 @@ fn main() {
     });
 }
 
-/// Raw and engine rounds alternated over one topic, each round a fresh
-/// consumer group reading all `n` records.
-/// `raw_too = false` runs the engine rounds alone (for profiling it);
-/// `transport_only` replaces the worker with [`transport_alone`].
-async fn happy(n: u64, raw_too: bool, transport_only: bool) {
+/// What the happy path's rounds run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Happy {
+    /// Raw rounds and engine rounds, alternated: the comparison.
+    WithRaw,
+    /// Engine rounds alone (for a profiler).
+    Engine,
+    /// [`transport_alone`] rounds alone: the transport without the worker.
+    Transport,
+}
+
+/// Raw and engine rounds alternated over one topic (as `mode` says), each
+/// round a fresh consumer group reading all `n` records.
+async fn happy(n: u64, mode: Happy) {
     let rounds = env_or("PARKWAY_BENCH_ROUNDS", 3);
     let policy = RetryPolicy::builder()
         .max_attempts(3)
@@ -363,7 +407,7 @@ async fn happy(n: u64, raw_too: bool, transport_only: bool) {
     let mut cpu: [Vec<f64>; 3] = Default::default();
     let interval = config(&topic, "-").commit_interval;
     for round in 0..rounds {
-        if raw_too {
+        if mode == Happy::WithRaw {
             let group = format!("{topic}-raw-{round}");
             let (rate, per) = within("the raw round", raw(&topic, &group, n, None)).await;
             raws.push(rate);
@@ -381,7 +425,7 @@ async fn happy(n: u64, raw_too: bool, transport_only: bool) {
         let t = KafkaTransport::connect(config(&topic, &group), [&policy])
             .await
             .unwrap();
-        let (rate, per) = if transport_only {
+        let (rate, per) = if mode == Happy::Transport {
             within("the transport round", transport_alone(&t, n)).await
         } else {
             let (rate, per, _) =
@@ -406,7 +450,7 @@ async fn happy(n: u64, raw_too: bool, transport_only: bool) {
         "happy path     raw rdkafka consume + commit every {interval:?}:  {gathered_rate:>9.0} msgs/s  (median of [{}])",
         show(&gathered, 0)
     );
-    let what = if transport_only {
+    let what = if mode == Happy::Transport {
         "transport alone (receive + ack, no worker):"
     } else {
         "engine (worker, handler Ok):              "
@@ -450,9 +494,7 @@ async fn delay_report() {
 /// Kafka transport costs and what the worker adds.
 async fn transport_alone(t: &KafkaTransport, n: u64) -> (f64, Duration) {
     use parkway_core::{Settle, Transport};
-    let warm = n / 10;
-    let mut start = Instant::now();
-    let mut cpu = cpu_snapshot();
+    let mut window = Window::new(n);
     let mut batch = Vec::new();
     let mut seen = 0;
     while seen < n {
@@ -460,14 +502,10 @@ async fn transport_alone(t: &KafkaTransport, n: u64) -> (f64, Duration) {
         for d in batch.drain(..) {
             t.settle(d, Settle::Ack).await.unwrap();
             seen += 1;
-            if seen == warm {
-                start = Instant::now();
-                cpu = cpu_snapshot();
-            }
+            window.done(seen);
         }
     }
-    let per = cpu_since(&cpu) / u32::try_from(n - warm).unwrap();
-    let r = ((n - warm) as f64 / start.elapsed().as_secs_f64(), per);
+    let measured = window.close();
     t.close().await;
-    r
+    measured
 }
