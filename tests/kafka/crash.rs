@@ -14,7 +14,7 @@ use crate::conformance::{
     Queue,
     harness::{eventually, finish, start},
 };
-use crate::crash_log::Logging;
+use crate::crash_log::{Logging, logged_ids};
 
 const N: usize = 10_000;
 
@@ -76,14 +76,6 @@ fn spawn_child(topic: &str, log: &std::path::Path) -> Killed {
     )
 }
 
-fn lines(log: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 /// The child side: a worker on the given topic that runs until killed.
 async fn child(topic: String, log: String) {
     let mut config =
@@ -132,25 +124,25 @@ async fn kill_nine_mid_run_loses_nothing() {
     let log = std::env::temp_dir().join(format!("parkway-kill9-{topic}.log"));
     let worker = spawn_child(&topic, &log);
     eventually(Duration::from_secs(120), "a third processed", || async {
-        lines(&log).len() >= N / 3
+        logged_ids(&log, N).len() >= N / 3
     })
     .await;
     drop(worker); // SIGKILL: no shutdown, no final commit
-    let before = lines(&log).len();
+    let before = logged_ids(&log, N).len();
     let worker = spawn_child(&topic, &log);
     let lot = parkway::Transport::parking_lot(&t);
     eventually(
         Duration::from_secs(300),
         "every record processed or parked",
         || async {
-            let done: HashSet<String> = lines(&log).into_iter().collect();
+            let done: HashSet<String> = logged_ids(&log, N).into_iter().collect();
             let parked = lot.browse(usize::MAX).await.map(|v| v.len()).unwrap_or(0);
             done.len() + parked >= N
         },
     )
     .await;
     drop(worker);
-    let all = lines(&log);
+    let all = logged_ids(&log, N);
     let unique: HashSet<&String> = all.iter().collect();
     eprintln!(
         "kill -9: {} processed ({} lines; {} duplicates re-run after the kill, {before} done before it)",

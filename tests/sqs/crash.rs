@@ -11,7 +11,7 @@ use std::{
 use parkway::{Backoff, Message, RetryPolicy, Transport, Worker};
 
 use crate::conformance::harness::eventually;
-use crate::crash_log::Logging;
+use crate::crash_log::{Logging, logged_ids};
 
 const N: usize = 2_000;
 
@@ -69,14 +69,6 @@ fn spawn_child(queue: &str, log: &std::path::Path) -> Killed {
     )
 }
 
-fn lines(log: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 fn child_config(queue: &str) -> parkway_sqs::SqsConfig {
     let mut c = crate::config_for(queue);
     c.visibility_timeout = Duration::from_secs(5);
@@ -119,25 +111,25 @@ async fn kill_nine_mid_run_loses_nothing() {
     let log = std::env::temp_dir().join(format!("parkway-sqs-kill9-{name}.log"));
     let worker = spawn_child(&name, &log);
     eventually(Duration::from_secs(180), "a third processed", || async {
-        lines(&log).len() >= N / 3
+        logged_ids(&log, N).len() >= N / 3
     })
     .await;
     drop(worker); // SIGKILL: leases are not renewed, nothing is deleted
-    let before = lines(&log).len();
+    let before = logged_ids(&log, N).len();
     let worker = spawn_child(&name, &log);
     let lot = t.parking_lot();
     eventually(
         Duration::from_secs(300),
         "every message processed or parked",
         || async {
-            let done: HashSet<String> = lines(&log).into_iter().collect();
+            let done: HashSet<String> = logged_ids(&log, N).into_iter().collect();
             done.len() >= N
                 || done.len() + lot.browse(usize::MAX).await.map(|v| v.len()).unwrap_or(0) >= N
         },
     )
     .await;
     drop(worker);
-    let all = lines(&log);
+    let all = logged_ids(&log, N);
     let unique: HashSet<&String> = all.iter().collect();
     let parked = lot.browse(usize::MAX).await.unwrap();
     eprintln!(

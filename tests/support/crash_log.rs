@@ -20,7 +20,30 @@ impl Handler for Logging {
         {
             return Err(Failure::transient("DOWNSTREAM_TIMEOUT"));
         }
-        writeln!(self.log.lock().unwrap(), "{id}").unwrap();
+        // One write call per line: `writeln!` on a `File` writes the id and
+        // the newline in two calls, and a kill -9 between them leaves a torn
+        // line that the next process's line is appended to.
+        let line = format!("{id}\n");
+        self.log.lock().unwrap().write_all(line.as_bytes()).unwrap();
         Ok(())
     }
+}
+
+/// The log's lines, each checked to be one of the `n` ids `m0` … `m{n-1}`
+/// that the test published: a torn or foreign line fails here, by name,
+/// instead of being counted as one more message processed.
+pub(crate) fn logged_ids(log: &std::path::Path, n: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let ids: Vec<String> = text.lines().map(str::to_owned).collect();
+    for line in &ids {
+        let known = line
+            .strip_prefix('m')
+            .and_then(|i| i.parse::<usize>().ok())
+            .is_some_and(|i| i < n && line == &format!("m{i}"));
+        assert!(
+            known,
+            "the log holds a line that is no published id: {line:?}"
+        );
+    }
+    ids
 }
