@@ -12,7 +12,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
-use futures_util::FutureExt as _;
+use futures_util::{FutureExt as _, StreamExt as _};
 use parkway_core::{Headers, envelope::names};
 use rdkafka::message::{BorrowedMessage, Message as _};
 use tokio::time::Instant;
@@ -30,24 +30,29 @@ const BURST: usize = 64;
 pub(crate) async fn run(inner: Arc<Inner>) {
     let mut burst = Vec::with_capacity(BURST);
     let mut topics = Topics::default();
+    // One stream for the pump's life: it registers for wake-ups once, not
+    // once per record taken.
+    let mut stream = inner.consumer.stream();
     loop {
-        match inner.consumer.recv().await {
-            Ok(m) => burst.push(record(&m, &mut topics)),
-            Err(e) => {
+        match stream.next().await {
+            Some(Ok(m)) => burst.push(record(&m, &mut topics)),
+            Some(Err(e)) => {
                 tracing::warn!(error = %e, "kafka consumer error");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
+            // librdkafka's streams never end; this one would once closed.
+            None => return,
         }
         // Whatever librdkafka already has, without waiting for more.
         while burst.len() < BURST {
-            match inner.consumer.recv().now_or_never() {
-                Some(Ok(m)) => burst.push(record(&m, &mut topics)),
-                Some(Err(e)) => {
+            match stream.next().now_or_never() {
+                Some(Some(Ok(m))) => burst.push(record(&m, &mut topics)),
+                Some(Some(Err(e))) => {
                     tracing::warn!(error = %e, "kafka consumer error");
                     break;
                 }
-                None => break,
+                Some(None) | None => break,
             }
         }
         place(&inner, &mut burst).await;
@@ -103,8 +108,14 @@ async fn place(inner: &Inner, burst: &mut Vec<Record>) {
     {
         let mut s = lock(&inner.state);
         let bound = inner.config.buffer_per_partition;
+        // A burst mostly holds runs of one partition: its place is the hint.
+        let mut hint = 0;
         for record in burst.drain(..) {
-            let Some(p) = s.get_mut(&record.topic, record.partition) else {
+            let Some(i) = s.index(&record.topic, record.partition, hint) else {
+                continue;
+            };
+            hint = i;
+            let Some(p) = s.at_mut(i) else {
                 continue;
             };
             let (topic, partition) = (record.topic.clone(), record.partition);

@@ -35,6 +35,15 @@ pub(crate) struct Record {
     pub(crate) due: Option<Instant>,
 }
 
+/// A record just taken from its partition, with that partition's epoch and
+/// place in the state (the settle's lookup hint, see [`State::index`]).
+#[derive(Debug)]
+pub(crate) struct Taken {
+    pub(crate) record: Record,
+    pub(crate) epoch: u64,
+    pub(crate) slot: usize,
+}
+
 /// A record whose policy spent its budget with `on_exhausted = "halt"`:
 /// still in flight (so nothing behind it runs in ordered mode and the
 /// commit cannot pass it), waiting for an operator.
@@ -194,18 +203,38 @@ impl State {
 
     pub(crate) fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut Partition> {
         let i = self.find(topic, partition).ok()?;
+        self.at_mut(i)
+    }
+
+    /// Where the partition is, trying `hint` first: the place it had when
+    /// its record was taken, or the previous record's. Entries move only on
+    /// a rebalance, so the hint almost always holds, and a settle costs one
+    /// comparison instead of a search.
+    pub(crate) fn index(&self, topic: &str, partition: i32, hint: usize) -> Option<usize> {
+        match self.parts.get(hint) {
+            Some((t, p, _)) if *p == partition && t == topic => Some(hint),
+            _ => self.find(topic, partition).ok(),
+        }
+    }
+
+    /// The partition at `i` (from [`State::index`] or [`State::take`]).
+    pub(crate) fn at_mut(&mut self, i: usize) -> Option<&mut Partition> {
         self.parts.get_mut(i).map(|e| &mut e.2)
     }
 
     /// The next runnable record across partitions, round-robin.
-    pub(crate) fn take(&mut self, now: Instant, ordered: bool) -> Option<(Record, u64)> {
+    pub(crate) fn take(&mut self, now: Instant, ordered: bool) -> Option<Taken> {
         let n = self.parts.len();
         for i in 0..n {
             let at = (self.cursor + i) % n;
             let p = &mut self.parts[at].2;
-            if let Some(r) = p.take(now, ordered) {
+            if let Some(record) = p.take(now, ordered) {
                 self.cursor = (at + 1) % n;
-                return Some((r, p.epoch));
+                return Some(Taken {
+                    record,
+                    epoch: p.epoch,
+                    slot: at,
+                });
             }
         }
         None
@@ -219,7 +248,15 @@ impl State {
     /// back); returns whether it is the first since the committer last
     /// took, so the committer is woken once per round.
     pub(crate) fn gather(&mut self, topic: &str, partition: i32, next: i64) -> bool {
-        let Some(p) = self.get_mut(topic, partition) else {
+        match self.find(topic, partition) {
+            Ok(i) => self.gather_at(i, next),
+            Err(_) => false,
+        }
+    }
+
+    /// [`State::gather`] for the partition at `i`.
+    pub(crate) fn gather_at(&mut self, i: usize, next: i64) -> bool {
+        let Some(p) = self.at_mut(i) else {
             return false;
         };
         p.to_commit = Some(p.to_commit.map_or(next, |o| o.max(next)));
@@ -354,7 +391,7 @@ mod tests {
         let now = Instant::now();
         let order: Vec<_> = (0..4)
             .filter_map(|_| s.take(now, false))
-            .map(|(r, _)| r.partition)
+            .map(|t| t.record.partition)
             .collect();
         assert_eq!(order, [0, 1, 0, 1]);
         let epoch = s.get("t", 1).unwrap().epoch;
@@ -365,5 +402,23 @@ mod tests {
         );
         assert!(s.revoke("t", 0).is_some());
         assert!(s.get("t", 0).is_none());
+    }
+
+    #[test]
+    fn a_stale_index_hint_falls_back_to_the_search() {
+        let mut s = State::default();
+        s.assign("t", 0, false);
+        s.assign("t", 2, false);
+        let at = s.index("t", 2, 0).unwrap();
+        assert_eq!(s.index("t", 2, at), Some(at), "a good hint is taken");
+        // A rebalance inserts before it: the old place holds another one.
+        s.assign("t", 1, false);
+        let moved = s.index("t", 2, at).unwrap();
+        assert_ne!(moved, at);
+        assert!(s.at_mut(moved).is_some());
+        assert_eq!(s.index("t", 2, 99), Some(moved), "a hint out of range too");
+        assert_eq!(s.index("u", 2, moved), None, "another topic is not found");
+        s.revoke("t", 2);
+        assert_eq!(s.index("t", 2, moved), None, "nor a revoked partition");
     }
 }

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use parkway_core::{Delivery, Message, Origin};
 use rdkafka::message::OwnedHeaders;
 
-use crate::{state::Record, transport::Inner};
+use crate::{
+    state::{Record, Taken},
+    transport::Inner,
+};
 
 /// What a delivery carries back to `settle`: where its record is, and what
 /// of it the message could not hold exactly.
@@ -26,6 +29,9 @@ pub(crate) struct Token {
     /// The record's own headers when the message's are a lossy view.
     pub(crate) raw_headers: Option<OwnedHeaders>,
     pub(crate) epoch: u64,
+    /// Where its partition was in the state (a hint for the settle's
+    /// lookup, see `State::index`).
+    pub(crate) slot: usize,
 }
 
 impl Token {
@@ -67,7 +73,12 @@ fn split_key(key: Option<Vec<u8>>) -> (Option<String>, Option<Vec<u8>>) {
 
 impl Inner {
     /// Hands a record out: its content becomes the message.
-    pub(crate) fn delivery(&self, record: Record, epoch: u64) -> Delivery {
+    pub(crate) fn delivery(&self, taken: Taken) -> Delivery {
+        let Taken {
+            record,
+            epoch,
+            slot,
+        } = taken;
         let Record {
             topic,
             partition,
@@ -95,6 +106,7 @@ impl Inner {
             raw_key,
             raw_headers,
             epoch,
+            slot,
         };
         let delivery = Delivery::new(message, origin, token);
         match lane {
@@ -129,6 +141,7 @@ mod tests {
                 raw_key,
                 raw_headers: None,
                 epoch: 1,
+                slot: 0,
             };
             prop_assert_eq!(token.key(&message), key.as_deref());
             prop_assert_eq!(token.record(&message).key, key.clone());

@@ -364,12 +364,15 @@ impl Inner {
         let gather = !self.config.commit_interval.is_zero();
         let (now, wake) = {
             let mut s = lock(&self.state);
-            let next = match s.get_mut(topic, partition) {
+            let Some(slot) = s.index(topic, partition, token.slot) else {
+                return Err(revoked());
+            };
+            let next = match s.at_mut(slot) {
                 Some(p) if p.epoch == token.epoch => p.finish(token.offset),
                 _ => return Err(revoked()),
             };
             match next {
-                Some(next) if gather => (None, s.gather(topic, partition, next)),
+                Some(next) if gather => (None, s.gather_at(slot, next)),
                 next => (next, false),
             }
         };

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::{
     KIND,
     headers::copy_of,
-    state::Record,
+    state::Taken,
     token::Token,
     transport::{Inner, KafkaTransport, lock, revoked},
 };
@@ -177,8 +177,8 @@ async fn take(
                 inner.ready.notify_one();
             }
             let n = taken.len();
-            for (record, epoch) in taken {
-                push(inner.delivery(record, epoch));
+            for t in taken {
+                push(inner.delivery(t));
             }
             return Ok(n);
         }
@@ -202,15 +202,16 @@ async fn take(
 
 /// Takes up to `max` runnable records under one lock; returns when the
 /// next waiting retry record is due.
-fn take_runnable(inner: &Inner, max: usize, taken: &mut Vec<(Record, u64)>) -> Option<Instant> {
+fn take_runnable(inner: &Inner, max: usize, taken: &mut Vec<Taken>) -> Option<Instant> {
     let mut s = lock(&inner.state);
     let now = Instant::now();
     let bound = inner.config.buffer_per_partition;
     while taken.len() < max {
-        let Some((r, epoch)) = s.take(now, inner.ordered) else {
+        let Some(t) = s.take(now, inner.ordered) else {
             break;
         };
-        if let Some(p) = s.get_mut(&r.topic, r.partition) {
+        let r = &t.record;
+        if let Some(p) = s.at_mut(t.slot) {
             if p.paused && p.halted.is_none() && p.buffered() <= bound / 2 {
                 p.paused = false;
                 inner.set_fetching(&r.topic, r.partition, true);
@@ -219,7 +220,7 @@ fn take_runnable(inner: &Inner, max: usize, taken: &mut Vec<(Record, u64)>) -> O
                 inner.drained.notify_one();
             }
         }
-        taken.push((r, epoch));
+        taken.push(t);
     }
     s.next_due()
 }
