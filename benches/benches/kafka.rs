@@ -4,7 +4,9 @@
 //!    in alternating rounds, each by a fresh consumer group: raw rdkafka (a
 //!    `StreamConsumer`, commit after each record, async) vs the engine (a
 //!    `Worker` on a `KafkaTransport`, handler `Ok`). Goal ≥ 0.95 on the
-//!    median of the rounds. Both clocks start after the first tenth of the
+//!    median of the rounds; each round's own ratio (the engine against the
+//!    raw rounds just before it) is printed too, as the machine's speed
+//!    drifts between rounds. Both clocks start after the first tenth of the
 //!    records, so the group join (seconds on the test broker) is measured in
 //!    neither; every phase has a deadline, so a stuck run fails loudly.
 //! 2. Delay precision: 300 records fail six times each on an exponential
@@ -22,7 +24,8 @@
 //! alone, for a profiler; `transport`: those rounds without the worker, one
 //! task receiving and acking, to split the engine's cost between transport
 //! and worker), `PARKWAY_BENCH_CONCURRENCY` (the worker's, default 64),
-//! `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
+//! `PARKWAY_BENCH_THREADS` (set: each round also prints its CPU time per
+//! record by thread name), `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
 //! happy-path round prints the CPU time per record of all the process's
 //! threads: on a two-core machine shared with the broker, throughput swings
 //! with the broker's fetch timing, CPU per record much less.
@@ -46,7 +49,8 @@ use std::{
 };
 
 use parkway_benches::{
-    Timing, cpu_since, cpu_snapshot, env_or, median, precision_policy, precision_report,
+    Timing, cpu_by_thread_name, cpu_since, cpu_snapshot, env_or, median, precision_policy,
+    precision_report,
 };
 use parkway_core::{Backoff, Failure, Handler, Message, Ordering, RetryPolicy, Worker};
 use parkway_kafka::{KafkaConfig, KafkaTransport, create_topic};
@@ -131,6 +135,28 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
 
 const PHASE_DEADLINE: Duration = Duration::from_secs(300);
 
+/// CPU time per record since `before`; with `PARKWAY_BENCH_THREADS` set,
+/// also prints it split by thread name: which of our threads and
+/// librdkafka's the time went to.
+fn cpu_per_record(before: &HashMap<String, u64>, records: u64) -> Duration {
+    if std::env::var_os("PARKWAY_BENCH_THREADS").is_some() {
+        by_thread(before, records);
+    }
+    cpu_since(before) / u32::try_from(records.max(1)).unwrap()
+}
+
+fn by_thread(before: &HashMap<String, u64>, records: u64) {
+    let split: Vec<String> = cpu_by_thread_name(before)
+        .into_iter()
+        .filter(|(_, cpu)| !cpu.is_zero())
+        .map(|(name, cpu)| format!("{name} {:.2}", cpu.as_secs_f64() * 1e6 / records as f64))
+        .collect();
+    println!(
+        "               CPU µs per record by thread: {}",
+        split.join(", ")
+    );
+}
+
 /// A loop's measuring window: it opens after the first tenth of `n`
 /// records (group join and first fetches excluded) and gives msgs/s and
 /// CPU time per record of what followed.
@@ -161,7 +187,7 @@ impl Window {
 
     fn close(&self) -> (f64, Duration) {
         let counted = self.n - self.warm;
-        let per = cpu_since(&self.cpu) / u32::try_from(counted).unwrap();
+        let per = cpu_per_record(&self.cpu, counted);
         (counted as f64 / self.start.elapsed().as_secs_f64(), per)
     }
 }
@@ -293,7 +319,7 @@ async fn engine(
             && (done >= n || last.elapsed() >= Duration::from_secs(1))
         {
             let cpu = h.cpu.lock().unwrap().take().unwrap_or_default();
-            let per = cpu_since(&cpu) / u32::try_from((done - h.warm).max(1)).unwrap();
+            let per = cpu_per_record(&cpu, done - h.warm);
             break ((done - h.warm) as f64 / (last - start).as_secs_f64(), per);
         }
     };
@@ -473,9 +499,24 @@ async fn happy(n: u64, mode: Happy) {
         eng_rate / raw_rate
     );
     println!(
-        "happy path     ratio engine/raw (same commit interval):  {:>9.3}  (goal ≥ 0.95)\n",
+        "happy path     ratio engine/raw (same commit interval):  {:>9.3}  (goal ≥ 0.95)",
         eng_rate / gathered_rate
     );
+    if mode == Happy::WithRaw {
+        // Each engine round against the raw rounds run just before it: the
+        // machine's speed drifts between rounds more than within one.
+        let paired =
+            |raw: &[f64]| -> Vec<f64> { engines.iter().zip(raw).map(|(e, r)| e / r).collect() };
+        let (each, same) = (paired(&raws), paired(&gathered));
+        println!(
+            "happy path     per round (commit each):  median {:.3} [{}]; same interval: median {:.3} [{}]",
+            median(&each),
+            show(&each, 3),
+            median(&same),
+            show(&same, 3),
+        );
+    }
+    println!();
 }
 
 async fn delay_report() {

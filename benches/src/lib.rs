@@ -165,6 +165,24 @@ pub fn cpu_snapshot() -> HashMap<String, u64> {
     out
 }
 
+/// CPU time used since `before`, per thread name (librdkafka's `rdk:*`
+/// threads, tokio's workers, ...), most first: where a loop's time goes.
+pub fn cpu_by_thread_name(before: &HashMap<String, u64>) -> Vec<(String, Duration)> {
+    let mut by: HashMap<String, u64> = HashMap::new();
+    for (tid, now) in cpu_snapshot() {
+        let name = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+            .map(|n| n.trim().to_owned())
+            .unwrap_or_else(|_| "?".to_owned());
+        *by.entry(name).or_default() += now.saturating_sub(before.get(&tid).copied().unwrap_or(0));
+    }
+    let mut out: Vec<_> = by
+        .into_iter()
+        .map(|(name, ns)| (name, Duration::from_nanos(ns)))
+        .collect();
+    out.sort_by_key(|e| std::cmp::Reverse(e.1));
+    out
+}
+
 /// CPU time used since `before` by the threads alive now (a thread that
 /// ended in between is not counted; none of the measured phases ends one).
 pub fn cpu_since(before: &HashMap<String, u64>) -> Duration {
