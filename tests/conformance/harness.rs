@@ -68,8 +68,32 @@ pub struct Running {
     task: JoinHandle<Result<RunSummary, WorkerError>>,
 }
 
+/// Sends logs to the test's captured output, which the runner prints only
+/// when the test fails: Parkway's own at debug level (every failed attempt
+/// with its decision and delay), everything else at warn. A broker test
+/// that fails once in many runs then says why.
+pub fn capture_logs() {
+    use tracing_subscriber::{
+        filter::{LevelFilter, Targets},
+        layer::SubscriberExt as _,
+        util::SubscriberInitExt as _,
+    };
+    let filter = Targets::new()
+        .with_target("parkway", LevelFilter::DEBUG)
+        .with_default(LevelFilter::WARN);
+    // Set once per test binary; the later calls find it set.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_ansi(false)
+        .with_max_level(LevelFilter::DEBUG)
+        .finish()
+        .with(filter)
+        .try_init();
+}
+
 /// Starts a worker with the scripted handler on `queue`.
 pub fn start(queue: &Queue, policy: RetryPolicy) -> Running {
+    capture_logs();
     let handler = Scripted::default();
     let record = handler.record.clone();
     let worker = Worker::builder(queue.transport.clone(), handler)
