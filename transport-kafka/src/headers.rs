@@ -19,7 +19,13 @@ pub(crate) fn to_headers(h: Option<&OwnedHeaders>) -> Headers {
 /// Only a lossy view needs the record's own headers kept beside it, so its
 /// copies carry them byte for byte.
 pub(crate) fn read<H: KafkaHeaders>(h: &H) -> (Headers, bool) {
-    let mut out = Headers::with_capacity(h.count());
+    // Sized exactly (headers are parsed already; a second pass is cheap):
+    // the map is filled without growing.
+    let bytes = h
+        .iter()
+        .map(|x| x.key.len() + x.value.map_or(0, <[u8]>::len))
+        .sum();
+    let mut out = Headers::with_room(h.count(), bytes);
     let mut lossless = true;
     for header in h.iter() {
         let value = header

@@ -118,7 +118,7 @@ impl Message {
 
     /// Sets one header.
     #[must_use]
-    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn with_header(mut self, name: impl AsRef<str>, value: impl AsRef<str>) -> Self {
         self.headers.insert(name, value);
         self
     }
