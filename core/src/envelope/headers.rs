@@ -94,7 +94,7 @@ impl Headers {
         if self.dead <= 256 || self.dead <= self.text.len() / 2 {
             return;
         }
-        let mut text = String::with_capacity(self.text.len() - self.dead);
+        let mut text = String::with_capacity(self.text.len().saturating_sub(self.dead));
         for span in &mut self.spans {
             for r in [&mut span.name, &mut span.value] {
                 let start = text.len();
