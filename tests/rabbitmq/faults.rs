@@ -225,3 +225,35 @@ async fn verify_mode_names_what_is_missing() {
     assert!(err.to_string().contains(&format!("`{queue}`")), "{err}");
     assert!(err.to_string().contains("missing"), "{err}");
 }
+
+/// A retry copy the broker nacks is published once more, so the message
+/// still waits its delay: before, the original went straight back to the
+/// broker and ran again at once (seen in the practice drill: attempt 2 ran
+/// twice, 6 ms apart). The injected nack follows a copy the broker did
+/// take, so the second publish makes a duplicate copy: one more run, none
+/// early, nothing handed back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nacked_retry_copy_is_published_again_not_run_early() {
+    let p = policy();
+    let q = crate::queue(&p, |_| {}).await;
+    q.publish("m", "fail:1").await;
+    crate::faults(&q).nack_next(1);
+    let w = start(&q, p);
+    eventually(WITHIN, "both copies processed", || async {
+        w.record.run_count("m") == 3
+    })
+    .await;
+    settle_down().await;
+    let runs = w.record.runs("m");
+    assert_eq!(runs.len(), 3, "the original and the two copies");
+    for later in &runs[1..] {
+        let waited = later.at - runs[0].at;
+        assert!(
+            waited + Duration::from_millis(2) >= Duration::from_millis(300),
+            "a copy ran {waited:?} after the failure, before its 300 ms delay"
+        );
+    }
+    let s = finish(w, &q).await;
+    assert_eq!(s.unsettled, 0, "the nacked copy was not handed back: {s:?}");
+    assert_eq!(s.retried, 1, "{s:?}");
+}

@@ -21,6 +21,9 @@ pub(crate) struct Link {
     pub(crate) connection: Connection,
     pub(crate) publish: Channel,
     pub(crate) frame_max: usize,
+    /// The transport's armed faults (set by the transport after `open`).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) faults: std::sync::Arc<crate::faults::Faults>,
 }
 
 impl Link {
@@ -53,6 +56,8 @@ impl Link {
             connection,
             publish,
             frame_max: if frame_max == 0 { 131_072 } else { frame_max },
+            #[cfg(feature = "fault-injection")]
+            faults: std::sync::Arc::default(),
         })
     }
 

@@ -26,6 +26,14 @@ use crate::{
 const FRAME_MARGIN: usize = 8 * 1024;
 
 /// Publishes and waits for the broker's confirm.
+///
+/// A nack is answered with one more publish. A nack says the broker could
+/// not take the message this time (a queue process restarting, a quorum
+/// queue between leaders); given up at once, the caller hands the original
+/// back and the broker redelivers it at once: a retry run before its delay,
+/// with one more delivery counted against its budget. A second nack is
+/// final. (A nacked message may have been enqueued all the same, so the
+/// second publish can make a duplicate copy: at least once, never lost.)
 pub(crate) async fn confirmed(
     link: &Link,
     exchange: &str,
@@ -34,6 +42,50 @@ pub(crate) async fn confirmed(
     properties: BasicProperties,
     timeout: Duration,
 ) -> Result<(), TransportError> {
+    let once = |properties| publish_once(link, exchange, routing_key, body, properties, timeout);
+    let confirmation = match once(properties.clone()).await? {
+        Confirmation::Nack(_) => {
+            tracing::warn!(
+                exchange,
+                routing_key,
+                "broker nacked a publish; publishing it once more"
+            );
+            once(properties).await?
+        }
+        other => other,
+    };
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) => Err(TransportError::new(
+            KIND,
+            ErrorKind::Refused,
+            format!(
+                "returned {} {}: no route from exchange `{exchange}` with key `{routing_key}`",
+                returned.reply_code, returned.reply_text
+            ),
+        )),
+        Confirmation::Nack(_) => Err(TransportError::new(
+            KIND,
+            ErrorKind::Refused,
+            format!("broker nacked the publish to `{exchange}`/`{routing_key}` twice"),
+        )),
+        Confirmation::NotRequested => Err(TransportError::new(
+            KIND,
+            ErrorKind::Refused,
+            "publisher confirms are not enabled on the publish channel",
+        )),
+    }
+}
+
+/// One mandatory publish and its confirm, within `timeout`.
+async fn publish_once(
+    link: &Link,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    properties: BasicProperties,
+    timeout: Duration,
+) -> Result<Confirmation, TransportError> {
     let options = BasicPublishOptions {
         mandatory: true,
         immediate: false,
@@ -57,27 +109,12 @@ pub(crate) async fn confirmed(
             ),
         )
     })??;
-    match confirmation {
-        Confirmation::Ack(None) => Ok(()),
-        Confirmation::Ack(Some(returned)) => Err(TransportError::new(
-            KIND,
-            ErrorKind::Refused,
-            format!(
-                "returned {} {}: no route from exchange `{exchange}` with key `{routing_key}`",
-                returned.reply_code, returned.reply_text
-            ),
-        )),
-        Confirmation::Nack(_) => Err(TransportError::new(
-            KIND,
-            ErrorKind::Refused,
-            format!("broker nacked the publish to `{exchange}`/`{routing_key}`"),
-        )),
-        Confirmation::NotRequested => Err(TransportError::new(
-            KIND,
-            ErrorKind::Refused,
-            "publisher confirms are not enabled on the publish channel",
-        )),
+    #[cfg(feature = "fault-injection")]
+    if link.faults.take_nack() {
+        tracing::warn!("fault injection: reporting a confirm as a nack");
+        return Ok(Confirmation::Nack(None));
     }
+    Ok(confirmation)
 }
 
 /// Properties of a copy: the original's identity and content properties,

@@ -61,7 +61,7 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     close: Notify,
     #[cfg(feature = "fault-injection")]
-    pub(crate) faults: crate::faults::Faults,
+    pub(crate) faults: Arc<crate::faults::Faults>,
 }
 
 /// The RabbitMQ transport of one work queue.
@@ -95,7 +95,10 @@ impl RabbitTransport {
             .map_err(|e| TransportError::new(KIND, ErrorKind::Config, e.to_string()))?;
         let ordered = policies.iter().any(|p| p.ordering() == Ordering::Ordered);
         let names = Names::new(&config);
-        let link = Arc::new(Link::open(&config, 1).await?);
+        let link = Link::open(&config, 1).await?;
+        #[cfg(feature = "fault-injection")]
+        let faults = link.faults.clone();
+        let link = Arc::new(link);
         let verify = config.topology == TopologyMode::Verify;
         if verify {
             topology::verify(&link, &names, plan.tiers()).await?;
@@ -120,7 +123,7 @@ impl RabbitTransport {
             closed: AtomicBool::new(false),
             close: Notify::new(),
             #[cfg(feature = "fault-injection")]
-            faults: crate::faults::Faults::default(),
+            faults,
         });
         Ok(RabbitTransport {
             lot: RabbitParkingLot::new(inner.clone()),
@@ -209,7 +212,13 @@ impl Inner {
         }
         let generation = self.generation.fetch_add(1, AtomicOrdering::SeqCst) + 1;
         tracing::warn!(generation, "RabbitMQ connection lost; reconnecting");
-        let link = Arc::new(Link::open(&self.config, generation).await?);
+        #[cfg_attr(not(feature = "fault-injection"), allow(unused_mut))]
+        let mut link = Link::open(&self.config, generation).await?;
+        #[cfg(feature = "fault-injection")]
+        {
+            link.faults = self.faults.clone();
+        }
+        let link = Arc::new(link);
         *self.link.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
         Ok(link)
     }
