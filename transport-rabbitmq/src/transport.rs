@@ -58,6 +58,8 @@ pub(crate) struct Inner {
     generation: AtomicU64,
     consumer: tokio::sync::Mutex<Option<ConsumerState>>,
     declared: Mutex<HashSet<Duration>>,
+    /// Serialises wait-queue declarations (see `ensure_wait`).
+    declaring: tokio::sync::Mutex<()>,
     closed: AtomicBool,
     close: Notify,
     #[cfg(feature = "fault-injection")]
@@ -120,6 +122,7 @@ impl RabbitTransport {
             generation: AtomicU64::new(1),
             consumer: tokio::sync::Mutex::new(None),
             declared: Mutex::new(declared),
+            declaring: tokio::sync::Mutex::new(()),
             closed: AtomicBool::new(false),
             close: Notify::new(),
             #[cfg(feature = "fault-injection")]
@@ -223,13 +226,27 @@ impl Inner {
         Ok(link)
     }
 
-    async fn ensure_wait(&self, link: &Link, tier: Duration) -> Result<(), TransportError> {
-        if self
-            .declared
+    fn is_declared(&self, tier: Duration) -> bool {
+        self.declared
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .contains(&tier)
-        {
+    }
+
+    /// Declares a tier's wait queue on its first use.
+    ///
+    /// One declaration at a time: a second declare of a quorum queue that
+    /// another channel is still creating answers at once, before the queue
+    /// takes messages, and a copy published then is nacked. (Seen in the
+    /// practice drill: two retries needing a new tier 1.5 ms apart, the
+    /// second copy nacked twice.) The later caller waits for the first
+    /// declaration instead, then finds the tier declared.
+    async fn ensure_wait(&self, link: &Link, tier: Duration) -> Result<(), TransportError> {
+        if self.is_declared(tier) {
+            return Ok(());
+        }
+        let _one_at_a_time = self.declaring.lock().await;
+        if self.is_declared(tier) {
             return Ok(());
         }
         topology::declare_wait(link, &self.config, &self.names, tier).await?;
