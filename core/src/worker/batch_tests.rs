@@ -87,3 +87,53 @@ async fn a_batch_runs_together_and_a_slow_delivery_holds_only_its_slot() {
         "never more than the concurrency, and all of it used"
     );
 }
+
+/// A wide worker costs a few tasks, not one per slot: free slots are taken
+/// by consumers already awake (a task waiting per slot meant a wake-up per
+/// message, and a thousand tasks for `concurrency = 1000`).
+#[tokio::test(start_paused = true)]
+async fn a_thousand_slots_run_on_a_few_tasks_and_all_are_used() {
+    let t = MemoryTransport::new("orders");
+    for i in 0..1500 {
+        t.publish(Message::new("orders", "hold").with_id(format!("h{i}")));
+    }
+    let h = Gated {
+        gate: Arc::new(Semaphore::new(0)),
+        running: Arc::default(),
+        most: Arc::default(),
+        done: Arc::default(),
+    };
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
+        .concurrency(1000)
+        .handler_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let before = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    let idle = t.clone();
+    let run = tokio::spawn(worker.run(async move { idle.idle().await }));
+    let all_slots = tokio::time::timeout(Duration::from_secs(60), async {
+        while h.running.load(AtomicOrdering::SeqCst) < 1000 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(all_slots.is_ok(), "not every slot was used");
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+        - before;
+    assert!(
+        tasks <= 1 + 1000 / 16 + 8,
+        "{tasks} tasks for a worker of 1000 slots"
+    );
+    h.gate.add_permits(1500);
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!(summary.acked, 1500);
+    assert_eq!(
+        h.most.load(AtomicOrdering::SeqCst),
+        1000,
+        "never more than the concurrency"
+    );
+}

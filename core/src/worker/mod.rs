@@ -9,6 +9,7 @@
 
 mod builder;
 mod handler;
+mod intake;
 mod meters;
 mod process;
 mod router;

@@ -1,29 +1,28 @@
 //! The worker's main loop.
 //!
-//! Why long-lived consumers and not a task per message? A spawn and a
-//! cross-thread wake per message cost more than the whole in-memory
-//! round-trip; `concurrency` consumers that each take, process and settle
-//! in turn keep the engine close to the transport's own speed. A consumer
-//! with several free slots takes that many deliveries in one receive (one
-//! lock and one wake-up of the transport for the lot) and runs them
-//! concurrently; each frees its slot as it settles, so a slow one holds up
-//! nothing but itself (`concurrency` consumers are enough to use every free
-//! slot). Ordered policies add lanes: the consumer that takes the first delivery of a lane
-//! owns it and drains its queue in order; others only queue behind it. A
-//! slot (semaphore permit) is held by every delivery the worker has taken,
-//! in flight or queued, so the worker never holds more than `concurrency`.
+//! Why a few long-lived consumers and not a task per message? A spawn and
+//! a cross-thread wake per message cost more than the whole in-memory
+//! round-trip. Each consumer takes as many deliveries as there are free
+//! slots in one receive (one lock and one wake-up of the transport for the
+//! lot), runs them concurrently, and goes on taking while they run: each
+//! frees its slot as it settles, so a slow one holds up nothing but itself,
+//! and a free slot is used by a consumer already awake (a task waiting per
+//! slot cost a wake-up, and a receive of one, per message). There is a
+//! consumer per batch of slots and at least one per core. Ordered policies
+//! add lanes: the consumer that takes the first delivery of a lane owns it
+//! and drains its queue in order; others only queue behind it. A slot
+//! (semaphore permit) is held by every delivery the worker has taken, in
+//! flight or queued, so the worker never holds more than `concurrency`.
 
 use std::{
     collections::{HashMap, VecDeque},
     future::Future,
-    sync::{
-        Arc, Mutex, MutexGuard,
-        atomic::{AtomicU32, Ordering as AtomicOrdering},
-    },
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard, atomic::AtomicU32},
     task::Poll,
-    time::Duration,
 };
 
+use futures_util::{StreamExt as _, stream::FuturesUnordered};
 use tokio::{
     sync::{OwnedSemaphorePermit, Semaphore, watch},
     task::JoinSet,
@@ -31,6 +30,7 @@ use tokio::{
 
 use super::{
     Counters, Ctx, Handler, RunSummary, Worker, WorkerError,
+    intake::{self, Admitted, Took, free_slots, take, with_more},
     process::{Halt, process},
 };
 use crate::{
@@ -39,7 +39,7 @@ use crate::{
 };
 
 /// Why the worker is winding down.
-enum Stop {
+pub(super) enum Stop {
     Shutdown,
     Closed,
     Halted(Halt),
@@ -48,27 +48,27 @@ enum Stop {
 
 type Lanes = HashMap<String, VecDeque<(Delivery, OwnedSemaphorePermit)>>;
 
-struct Shared<H> {
-    ctx: Ctx<H>,
-    permits: Arc<Semaphore>,
+pub(super) struct Shared<H> {
+    pub(super) ctx: Ctx<H>,
+    pub(super) permits: Arc<Semaphore>,
     /// A key is present while its lane has an owner.
-    lanes: Mutex<Lanes>,
+    pub(super) lanes: Mutex<Lanes>,
     /// Taking a delivery and placing it in its lane is one step, so lanes
     /// see deliveries in the order the transport gave them. Only needed
     /// when some policy is ordered.
-    intake: Option<tokio::sync::Mutex<()>>,
-    stop: Mutex<Option<Stop>>,
-    stopping: watch::Sender<bool>,
-    receive_failures: AtomicU32,
+    pub(super) intake: Option<tokio::sync::Mutex<()>>,
+    pub(super) stop: Mutex<Option<Stop>>,
+    pub(super) stopping: watch::Sender<bool>,
+    pub(super) receive_failures: AtomicU32,
 }
 
 impl<H> Shared<H> {
-    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+    pub(super) fn lanes(&self) -> MutexGuard<'_, Lanes> {
         self.lanes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records why the worker stops; an error outranks a plain stop.
-    fn stop(&self, why: Stop) {
+    pub(super) fn stop(&self, why: Stop) {
         let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
         let replace = matches!(
             (&*stop, &why),
@@ -84,7 +84,7 @@ impl<H> Shared<H> {
         self.stopping.send_replace(true);
     }
 
-    fn is_stopping(&self) -> bool {
+    pub(super) fn is_stopping(&self) -> bool {
         *self.stopping.borrow()
     }
 }
@@ -112,7 +112,7 @@ impl<H: Handler> Worker<H> {
             receive_failures: AtomicU32::new(0),
         });
         let mut consumers = JoinSet::new();
-        for _ in 0..self.concurrency {
+        for _ in 0..consumer_count(self.concurrency) {
             consumers.spawn(consume(shared.clone()));
         }
         let mut stopped = shared.stopping.subscribe();
@@ -150,149 +150,107 @@ impl<H: Handler> Worker<H> {
     }
 }
 
-/// Deliveries one consumer takes at once, at most: one lock and one
-/// wake-up of the transport for several messages, while batches stay small
-/// enough that the slots spread over the consumers.
-const MAX_BATCH: usize = 16;
+/// How many consumers a worker of `concurrency` runs: one per batch of
+/// slots, and at least one per core (a consumer's deliveries run on one
+/// thread at a time), never more than there are slots.
+fn consumer_count(concurrency: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    concurrency
+        .div_ceil(intake::MAX_BATCH)
+        .max(cores)
+        .min(concurrency)
+}
 
-/// One consumer: take free slots, take as many deliveries, process them
-/// (concurrently, or queued behind their lanes), repeat until the worker
-/// stops.
+/// What a consumer waits for next.
+enum Event {
+    /// A batch it runs finished.
+    Finished,
+    /// Its take came back.
+    Took(Took),
+    /// A slot is free (it was idle, with none).
+    Slot(OwnedSemaphorePermit),
+    /// The worker is stopping.
+    Stop,
+}
+
+/// One consumer: takes as many deliveries as there are free slots and
+/// keeps running them while it takes more, so a slow delivery holds only
+/// its own slot and a free slot is used at once, without a task of its own
+/// waiting for it (a waiting task per slot meant a wake-up per message).
+/// On stop it takes nothing more and finishes what it runs.
 async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
+    let shared = &*shared;
     let mut stopping = shared.stopping.subscribe();
-    let mut batch = Vec::with_capacity(MAX_BATCH);
+    let stop = stopping.wait_for(|s| *s);
+    tokio::pin!(stop);
+    let mut stopped = false;
+    let mut running = FuturesUnordered::new();
+    let mut taking: Option<Pin<Box<dyn Future<Output = Took> + Send + '_>>> = None;
+    let mut waiting: Option<Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>> =
+        None;
     loop {
-        if shared.is_stopping() {
+        if !stopped && taking.is_none() {
+            if shared.is_stopping() {
+                stopped = true;
+                waiting = None;
+            } else if let Some(permit) = free_slots(&shared.permits) {
+                waiting = None;
+                taking = Some(Box::pin(take(shared, permit)));
+            } else if waiting.is_none() {
+                let permits = shared.permits.clone();
+                waiting = Some(Box::pin(async move { permits.acquire_owned().await.ok() }));
+            }
+        }
+        if stopped && running.is_empty() {
             return;
         }
-        let mut permit =
-            match unless_stopping(&mut stopping, shared.permits.clone().acquire_owned()).await {
-                Some(Ok(p)) => p,
-                Some(Err(_)) | None => return,
-            };
-        // More free slots, without waiting for any.
-        let more = shared.permits.available_permits().min(MAX_BATCH - 1);
-        if let Some(p) = u32::try_from(more)
-            .ok()
-            .filter(|n| *n > 0)
-            .and_then(|n| shared.permits.clone().try_acquire_many_owned(n).ok())
-        {
-            permit.merge(p);
-        }
-        let intake = match &shared.intake {
-            Some(m) => match unless_stopping(&mut stopping, m.lock()).await {
-                Some(g) => Some(g),
-                None => return,
-            },
-            None => None,
-        };
-        if shared.is_stopping() {
-            return;
-        }
-        let max = permit.num_permits();
-        let received = unless_stopping(
-            &mut stopping,
-            shared.ctx.transport.receive_many(&mut batch, max),
-        )
-        .await;
-        let Some(received) = received else {
-            // Stopped while waiting: a transport adds deliveries only as it
-            // returns, but hand back anything that is there all the same.
-            let left = Box::pin(release_all(&shared.ctx, batch.drain(..)));
-            left.await;
-            return;
-        };
-        match received {
-            Ok(0) => {
-                shared.stop(Stop::Closed);
-                return;
+        let event = std::future::poll_fn(|cx| {
+            // What is ready first; the stop signal, which every consumer
+            // shares, only registered when nothing else is.
+            if let Poll::Ready(Some(())) = running.poll_next_unpin(cx) {
+                return Poll::Ready(Event::Finished);
             }
-            Ok(_) => {
-                shared.receive_failures.store(0, AtomicOrdering::Relaxed);
-                shared
-                    .ctx
-                    .counters
-                    .received
-                    .fetch_add(batch.len() as u64, AtomicOrdering::Relaxed);
-                let mut admitted = Vec::with_capacity(batch.len());
-                let mut over = Vec::new();
-                for d in batch.drain(..) {
-                    match permit.split(1) {
-                        Some(slot) => admitted.extend(admit(&shared, d, slot)),
-                        None => over.push(d),
-                    }
-                }
-                drop(permit);
-                drop(intake);
-                if !over.is_empty() {
-                    tracing::warn!(
-                        extra = over.len(),
-                        asked = max,
-                        "the transport gave more deliveries than asked; handing the extra back"
-                    );
-                    let extra = Box::pin(release_all(&shared.ctx, over.into_iter()));
-                    extra.await;
-                }
-                run_batch(&shared, admitted).await;
+            if let Some(t) = taking.as_mut()
+                && let Poll::Ready(took) = t.as_mut().poll(cx)
+            {
+                return Poll::Ready(Event::Took(took));
             }
-            Err(e) if e.is_retryable() => {
-                drop(permit);
-                let n = shared
-                    .receive_failures
-                    .fetch_add(1, AtomicOrdering::Relaxed)
-                    + 1;
-                tracing::warn!(error = %e, failures = n, "receive failed; retrying");
-                tokio::select! {
-                    biased;
-                    _ = stopping.wait_for(|s| *s) => return,
-                    () = tokio::time::sleep(receive_pause(n)) => {}
-                }
+            if let Some(w) = waiting.as_mut()
+                && let Poll::Ready(permit) = w.as_mut().poll(cx)
+            {
+                return Poll::Ready(match permit {
+                    Some(p) => Event::Slot(p),
+                    // The semaphore is never closed; stop if it were.
+                    None => Event::Stop,
+                });
             }
-            Err(e) => {
-                shared.stop(Stop::Failed(e));
-                return;
+            if !stopped && stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Event::Stop);
             }
-        }
-    }
-}
-
-/// A delivery this consumer will process, owning its lane if it has one.
-struct Admitted {
-    delivery: Delivery,
-    permit: OwnedSemaphorePermit,
-    lane: Option<String>,
-}
-
-/// Places a delivery: returns it to process now, or queues it behind its
-/// lane's owner and returns `None`. Called under the intake lock.
-fn admit<H: Handler>(
-    shared: &Shared<H>,
-    d: Delivery,
-    permit: OwnedSemaphorePermit,
-) -> Option<Admitted> {
-    if shared.ctx.router.route(&d.message.route).policy.ordering() != Ordering::Ordered {
-        return Some(Admitted {
-            delivery: d,
-            permit,
-            lane: None,
+            Poll::Pending
         });
+        match event.await {
+            Event::Finished => {}
+            Event::Slot(permit) => {
+                waiting = None;
+                let permit = with_more(&shared.permits, permit);
+                taking = Some(Box::pin(take(shared, permit)));
+            }
+            Event::Took(took) => {
+                taking = None;
+                if let Some(batch) = run_took(took, shared) {
+                    running.push(batch);
+                }
+            }
+            Event::Stop => {
+                stopped = true;
+                // A transport adds deliveries only as its receive returns:
+                // a take cut short holds none.
+                taking = None;
+                waiting = None;
+            }
+        }
     }
-    let key = format!(
-        "{}\u{1f}{}",
-        d.message.route,
-        d.lane.as_deref().unwrap_or("")
-    );
-    let mut lanes = shared.lanes();
-    if let Some(queue) = lanes.get_mut(&key) {
-        queue.push_back((d, permit));
-        return None;
-    }
-    lanes.insert(key.clone(), VecDeque::new());
-    Some(Admitted {
-        delivery: d,
-        permit,
-        lane: Some(key),
-    })
 }
 
 /// Runs a batch's admitted deliveries concurrently: a slow handler holds
@@ -346,29 +304,24 @@ async fn run_admitted<H: Handler>(shared: &Shared<H>, work: Admitted) {
     }
 }
 
-/// Runs `work` until it completes, or returns `None` once the worker stops
-/// first. Work that is ready at once (a free slot, a buffered delivery: the
-/// common case under load) completes without registering for the stop
-/// signal, which every consumer shares.
-async fn unless_stopping<F: Future>(
-    stopping: &mut watch::Receiver<bool>,
-    work: F,
-) -> Option<F::Output> {
-    let mut work = std::pin::pin!(work);
-    if let Poll::Ready(v) = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await {
-        return Some(v);
-    }
-    tokio::select! {
-        biased;
-        _ = stopping.wait_for(|s| *s) => None,
-        v = work => Some(v),
-    }
-}
-
-/// 100 ms after the first failure, doubling to 5 s.
-fn receive_pause(failures: u32) -> Duration {
-    let ms = 100u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1));
-    Duration::from_millis(ms.min(5_000))
+/// The future of what a take brought, to run beside the consumer's other
+/// work.
+fn run_took<H: Handler>(
+    took: Took,
+    shared: &Shared<H>,
+) -> Option<impl Future<Output = ()> + Send + '_> {
+    let Took::Batch { admitted, over } = took else {
+        return None;
+    };
+    Some(async move {
+        if !over.is_empty() {
+            // Boxed: a misbehaving transport's path, kept out of the
+            // size of every batch's future.
+            let extra = Box::pin(release_all(&shared.ctx, over.into_iter()));
+            extra.await;
+        }
+        run_batch(shared, admitted).await;
+    })
 }
 
 async fn release_all<H>(ctx: &Ctx<H>, deliveries: impl Iterator<Item = Delivery>) {
