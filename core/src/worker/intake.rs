@@ -27,11 +27,7 @@ pub(super) const MAX_BATCH: usize = 16;
 
 /// Every free slot up to a batch, without waiting; `None` if there is none.
 pub(super) fn free_slots(permits: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
-    let free = u32::try_from(permits.available_permits().min(MAX_BATCH)).ok()?;
-    if free == 0 {
-        return None;
-    }
-    permits.clone().try_acquire_many_owned(free).ok()
+    up_to(permits, MAX_BATCH)
 }
 
 /// `permit` and whatever other slots are free, up to a batch.
@@ -39,15 +35,17 @@ pub(super) fn with_more(
     permits: &Arc<Semaphore>,
     mut permit: OwnedSemaphorePermit,
 ) -> OwnedSemaphorePermit {
-    let more = permits.available_permits().min(MAX_BATCH - 1);
-    if let Some(p) = u32::try_from(more)
-        .ok()
-        .filter(|n| *n > 0)
-        .and_then(|n| permits.clone().try_acquire_many_owned(n).ok())
-    {
-        permit.merge(p);
+    if let Some(more) = up_to(permits, MAX_BATCH - 1) {
+        permit.merge(more);
     }
     permit
+}
+
+fn up_to(permits: &Arc<Semaphore>, n: usize) -> Option<OwnedSemaphorePermit> {
+    let free = u32::try_from(permits.available_permits().min(n))
+        .ok()
+        .filter(|free| *free > 0)?;
+    permits.clone().try_acquire_many_owned(free).ok()
 }
 
 /// What one take brought: deliveries to run, extra ones to hand back, or
