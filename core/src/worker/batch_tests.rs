@@ -39,6 +39,22 @@ impl Handler for Gated {
     }
 }
 
+/// A worker of `concurrency` slots on `t` whose handler is a fresh [`Gated`].
+fn gated(t: &MemoryTransport, concurrency: usize) -> (Gated, Worker<Gated>) {
+    let h = Gated {
+        gate: Arc::new(Semaphore::new(0)),
+        running: Arc::default(),
+        most: Arc::default(),
+        done: Arc::default(),
+    };
+    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
+        .concurrency(concurrency)
+        .handler_timeout(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    (h, worker)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_batch_runs_together_and_a_slow_delivery_holds_only_its_slot() {
     let t = MemoryTransport::new("orders");
@@ -49,17 +65,7 @@ async fn a_batch_runs_together_and_a_slow_delivery_holds_only_its_slot() {
     for i in 0..20 {
         t.publish(Message::new("orders", "ok").with_id(format!("q{i}")));
     }
-    let h = Gated {
-        gate: Arc::new(Semaphore::new(0)),
-        running: Arc::default(),
-        most: Arc::default(),
-        done: Arc::default(),
-    };
-    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
-        .concurrency(4)
-        .handler_timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
+    let (h, worker) = gated(&t, 4);
     let idle = t.clone();
     let run = tokio::spawn(worker.run(async move { idle.idle().await }));
     // All quick ones finish while the slow ones still hold their slots: the
@@ -97,17 +103,7 @@ async fn a_thousand_slots_run_on_a_few_tasks_and_all_are_used() {
     for i in 0..1500 {
         t.publish(Message::new("orders", "hold").with_id(format!("h{i}")));
     }
-    let h = Gated {
-        gate: Arc::new(Semaphore::new(0)),
-        running: Arc::default(),
-        most: Arc::default(),
-        done: Arc::default(),
-    };
-    let worker = Worker::builder(Arc::new(t.clone()), h.clone())
-        .concurrency(1000)
-        .handler_timeout(Duration::from_secs(3600))
-        .build()
-        .unwrap();
+    let (h, worker) = gated(&t, 1000);
     let before = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();
