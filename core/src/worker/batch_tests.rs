@@ -55,6 +55,16 @@ fn gated(t: &MemoryTransport, concurrency: usize) -> (Gated, Worker<Gated>) {
     (h, worker)
 }
 
+/// Whether `counter` reaches `n` within a minute (of paused time).
+async fn reaches(counter: &AtomicUsize, n: usize) -> bool {
+    let reached = tokio::time::timeout(Duration::from_secs(60), async {
+        while counter.load(AtomicOrdering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    reached.await.is_ok()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_batch_runs_together_and_a_slow_delivery_holds_only_its_slot() {
     let t = MemoryTransport::new("orders");
@@ -71,13 +81,10 @@ async fn a_batch_runs_together_and_a_slow_delivery_holds_only_its_slot() {
     // All quick ones finish while the slow ones still hold their slots: the
     // batch did not run one after another, and the one free slot kept
     // turning over.
-    let quick = tokio::time::timeout(Duration::from_secs(60), async {
-        while h.done.load(AtomicOrdering::SeqCst) < 20 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(quick.is_ok(), "quick deliveries waited behind slow ones");
+    assert!(
+        reaches(&h.done, 20).await,
+        "quick deliveries waited behind slow ones"
+    );
     assert_eq!(
         h.running.load(AtomicOrdering::SeqCst),
         3,
@@ -109,13 +116,7 @@ async fn a_thousand_slots_run_on_a_few_tasks_and_all_are_used() {
         .num_alive_tasks();
     let idle = t.clone();
     let run = tokio::spawn(worker.run(async move { idle.idle().await }));
-    let all_slots = tokio::time::timeout(Duration::from_secs(60), async {
-        while h.running.load(AtomicOrdering::SeqCst) < 1000 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(all_slots.is_ok(), "not every slot was used");
+    assert!(reaches(&h.running, 1000).await, "not every slot was used");
     let tasks = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks()
