@@ -80,9 +80,16 @@ fn suffix() -> u32 {
         ^ std::process::id()
 }
 
+/// Session timeout of every consumer, raw and engine alike: the test
+/// broker holds a group join for half of it (23 s at librdkafka's default
+/// 45 s, 3 s at this), and a round is a fresh group.
+const SESSION_TIMEOUT_MS: &str = "6000";
+
 fn config(topic: &str, group: &str) -> KafkaConfig {
     let mut c = KafkaConfig::new(bootstrap(), group, topic);
     c.librdkafka.insert("fetch.wait.max.ms".into(), "10".into());
+    c.librdkafka
+        .insert("session.timeout.ms".into(), SESSION_TIMEOUT_MS.into());
     if let Some(b) = std::env::var("PARKWAY_BENCH_BUFFER")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -211,6 +218,7 @@ async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> (f64
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
         .set("fetch.wait.max.ms", "10")
+        .set("session.timeout.ms", SESSION_TIMEOUT_MS)
         .create()
         .unwrap();
     consumer.subscribe(&[topic]).unwrap();
