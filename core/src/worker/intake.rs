@@ -130,7 +130,7 @@ pub(super) struct Admitted {
 
 /// Places a delivery: returns it to process now, or queues it behind its
 /// lane's owner and returns `None`. Called under the intake lock.
-pub(super) fn admit<H: Handler>(
+fn admit<H: Handler>(
     shared: &Shared<H>,
     d: Delivery,
     permit: OwnedSemaphorePermit,
@@ -161,7 +161,7 @@ pub(super) fn admit<H: Handler>(
 }
 
 /// 100 ms after the first failure, doubling to 5 s.
-pub(super) fn receive_pause(failures: u32) -> Duration {
+fn receive_pause(failures: u32) -> Duration {
     let ms = 100u64.saturating_mul(1 << failures.clamp(1, 7).saturating_sub(1));
     Duration::from_millis(ms.min(5_000))
 }

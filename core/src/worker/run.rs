@@ -50,15 +50,15 @@ type Lanes = HashMap<String, VecDeque<(Delivery, OwnedSemaphorePermit)>>;
 
 pub(super) struct Shared<H> {
     pub(super) ctx: Ctx<H>,
-    pub(super) permits: Arc<Semaphore>,
+    permits: Arc<Semaphore>,
     /// A key is present while its lane has an owner.
-    pub(super) lanes: Mutex<Lanes>,
+    lanes: Mutex<Lanes>,
     /// Taking a delivery and placing it in its lane is one step, so lanes
     /// see deliveries in the order the transport gave them. Only needed
     /// when some policy is ordered.
     pub(super) intake: Option<tokio::sync::Mutex<()>>,
-    pub(super) stop: Mutex<Option<Stop>>,
-    pub(super) stopping: watch::Sender<bool>,
+    stop: Mutex<Option<Stop>>,
+    stopping: watch::Sender<bool>,
     pub(super) receive_failures: AtomicU32,
 }
 
@@ -189,20 +189,24 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
     let mut waiting: Option<Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>> =
         None;
     loop {
-        if !stopped && taking.is_none() {
-            if shared.is_stopping() {
-                stopped = true;
-                waiting = None;
-            } else if let Some(permit) = free_slots(&shared.permits) {
+        stopped = stopped || shared.is_stopping();
+        if stopped {
+            // No take begins after a stop, and one under way is cut short:
+            // a transport adds deliveries only as its receive returns, so
+            // it holds none.
+            taking = None;
+            waiting = None;
+            if running.is_empty() {
+                return;
+            }
+        } else if taking.is_none() {
+            if let Some(permit) = free_slots(&shared.permits) {
                 waiting = None;
                 taking = Some(Box::pin(take(shared, permit)));
             } else if waiting.is_none() {
                 let permits = shared.permits.clone();
                 waiting = Some(Box::pin(async move { permits.acquire_owned().await.ok() }));
             }
-        }
-        if stopped && running.is_empty() {
-            return;
         }
         let event = std::future::poll_fn(|cx| {
             // What is ready first; the stop signal, which every consumer
@@ -242,13 +246,7 @@ async fn consume<H: Handler>(shared: Arc<Shared<H>>) {
                     running.push(batch);
                 }
             }
-            Event::Stop => {
-                stopped = true;
-                // A transport adds deliveries only as its receive returns:
-                // a take cut short holds none.
-                taking = None;
-                waiting = None;
-            }
+            Event::Stop => stopped = true,
         }
     }
 }
