@@ -3,9 +3,10 @@
 //!
 //! Every publish is `mandatory` (an unroutable copy comes back as a return
 //! instead of vanishing) and persistent, and waits for its own confirm with
-//! a timeout. Many publishes share the channel at once, so confirms are
-//! pipelined: a worker with 32 messages in flight has up to 32 confirms
-//! outstanding, never one round-trip at a time.
+//! a timeout. Each publish has a channel of its own while it waits (see
+//! `channels`: that is what ties a return to its publish), and many
+//! channels publish at once: a worker with 32 messages in flight has up to
+//! 32 confirms outstanding, never one round-trip at a time.
 
 use std::time::Duration;
 
@@ -92,12 +93,16 @@ async fn publish_once(
     };
     let (ex, rk) = (short(exchange)?, short(routing_key)?);
     let publish = async {
-        link.publish
+        let lease = link.publish.lease(&link.connection).await?;
+        let confirmation = lease
+            .channel()?
             .basic_publish(ex, rk, options, body, properties)
             .await
             .map_err(|e| lapin_error("publish", e))?
             .await
-            .map_err(|e| lapin_error("receive the publisher confirm", e))
+            .map_err(|e| lapin_error("receive the publisher confirm", e))?;
+        lease.settled();
+        Ok::<_, TransportError>(confirmation)
     };
     let confirmation = tokio::time::timeout(timeout, publish).await.map_err(|_| {
         TransportError::new(
@@ -214,3 +219,6 @@ pub(crate) fn new_properties(msg: &Message) -> Result<BasicProperties, Transport
     }
     Ok(p)
 }
+
+#[cfg(test)]
+mod tests;
