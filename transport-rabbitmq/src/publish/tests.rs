@@ -83,3 +83,55 @@ async fn a_return_is_credited_to_its_own_publish_only() {
         &wrong[..wrong.len().min(3)]
     );
 }
+
+/// A channel whose confirm was awaited goes back to the pool; one whose
+/// publish was abandoned (a timeout, a cancelled task) may still get that
+/// publish's return and confirm, so it is never handed out again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_publish_channel_is_never_reused() {
+    let link = link().await;
+    let lease = link.publish.lease(&link.connection).await.unwrap();
+    let settled = lease.channel().unwrap().id();
+    lease.settled();
+    let lease = link.publish.lease(&link.connection).await.unwrap();
+    assert_eq!(
+        lease.channel().unwrap().id(),
+        settled,
+        "a settled channel is reused"
+    );
+    drop(lease);
+    let lease = link.publish.lease(&link.connection).await.unwrap();
+    assert_ne!(
+        lease.channel().unwrap().id(),
+        settled,
+        "an abandoned channel came back"
+    );
+    lease.settled();
+    // Publishes cut off by their timeout leave the pool usable.
+    for _ in 0..5 {
+        let r = confirmed(
+            &link,
+            "",
+            "pw-none",
+            b"x",
+            BasicProperties::default(),
+            Duration::from_nanos(1),
+        )
+        .await;
+        assert_eq!(r.map_err(|e| e.kind()), Err(ErrorKind::Timeout));
+    }
+    let r = confirmed(
+        &link,
+        "",
+        "pw-test-returns-none",
+        b"x",
+        BasicProperties::default(),
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        r.map_err(|e| e.kind()),
+        Err(ErrorKind::Refused),
+        "an unroutable publish is refused"
+    );
+}
