@@ -29,7 +29,7 @@ pub use tiers::{HOLD_CAP, MAX_TIERS, MAX_TTL, TierPlan, TooManyTiers};
 
 /// The transport's kind, as in `[transport] kind`.
 pub const KIND: &str = "rabbitmq";
-mod channels;
+mod confirms;
 #[cfg(feature = "fault-injection")]
 mod faults;
 mod headers;

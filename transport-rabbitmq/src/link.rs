@@ -1,4 +1,4 @@
-//! One connection and its publish channels, numbered by generation.
+//! One connection and its publish channel, numbered by generation.
 //!
 //! Why generations? After a reconnect the broker has already requeued every
 //! delivery of the dead channel, and a new channel may reuse the old
@@ -7,20 +7,19 @@
 //! settling one from an earlier generation is refused without touching the
 //! broker.
 
-use lapin::{Channel, Connection, ConnectionProperties, types::ShortString};
+use lapin::{
+    Channel, Connection, ConnectionProperties, options::ConfirmSelectOptions, types::ShortString,
+};
 use parkway_core::{ErrorKind, TransportError};
 
-use crate::{
-    KIND, RabbitConfig,
-    channels::{self, Channels},
-};
+use crate::{KIND, RabbitConfig, confirms::Confirms};
 
-/// A live connection with its confirm-mode publish channels.
+/// A live connection with a confirm-mode publish channel.
 #[derive(Debug)]
 pub(crate) struct Link {
     pub(crate) generation: u64,
     pub(crate) connection: Connection,
-    pub(crate) publish: Channels,
+    pub(crate) publish: Confirms,
     pub(crate) frame_max: usize,
     /// The transport's armed faults (set by the transport after `open`).
     #[cfg(feature = "fault-injection")]
@@ -42,13 +41,20 @@ impl Link {
             .map_err(|e| {
                 TransportError::new(KIND, ErrorKind::Disconnected, cannot()).with_source(e)
             })?;
-        let publish = channels::open(&connection).await?;
+        let publish = connection
+            .create_channel()
+            .await
+            .map_err(|e| lapin_error("open the publish channel", e))?;
+        publish
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| lapin_error("enable publisher confirms", e))?;
         let frame_max = usize::try_from(connection.configuration().frame_max()).unwrap_or(131_072);
         tracing::info!(url = %config.redacted_url(), generation, "connected to RabbitMQ");
         Ok(Link {
             generation,
             connection,
-            publish: Channels::new(publish),
+            publish: Confirms::new(publish),
             frame_max: if frame_max == 0 { 131_072 } else { frame_max },
             #[cfg(feature = "fault-injection")]
             faults: std::sync::Arc::default(),
@@ -56,9 +62,7 @@ impl Link {
     }
 
     pub(crate) fn is_alive(&self) -> bool {
-        // A publish channel closed by the broker is replaced by the pool;
-        // only a dead connection means a new link.
-        self.connection.status().connected()
+        self.connection.status().connected() && self.publish.channel().status().connected()
     }
 
     /// A fresh channel for one-off work (declares, browsing, sweeps).

@@ -118,7 +118,7 @@ impl ParkingLot for RabbitParkingLot {
                             &link,
                             &names.exchange,
                             &names.routing_key,
-                            &d.data,
+                            bytes::Bytes::copy_from_slice(&d.data),
                             props,
                             self.inner.config.confirm_timeout,
                         )

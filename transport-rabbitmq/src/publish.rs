@@ -3,24 +3,24 @@
 //!
 //! Every publish is `mandatory` (an unroutable copy comes back as a return
 //! instead of vanishing) and persistent, and waits for its own confirm with
-//! a timeout. Each publish has a channel of its own while it waits (see
-//! `channels`: that is what ties a return to its publish), and many
-//! channels publish at once: a worker with 32 messages in flight has up to
-//! 32 confirms outstanding, never one round-trip at a time.
+//! a timeout. Confirms are pipelined on one channel (see `confirms` for how
+//! each return still reaches its own publish): a worker with 32 messages in
+//! flight has up to 32 confirms outstanding, never one round-trip at a time.
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use lapin::{
-    BasicProperties, Confirmation,
-    options::BasicPublishOptions,
+    BasicProperties,
     types::{AMQPValue, FieldTable, LongString},
 };
 use parkway_core::{ErrorKind, Headers, Message, TransportError};
 
 use crate::{
     KIND,
+    confirms::Outcome,
     headers::{fit, for_copy},
-    link::{Link, lapin_error, short},
+    link::{Link, short},
 };
 
 /// Room left in a frame for everything but the header table.
@@ -39,13 +39,22 @@ pub(crate) async fn confirmed(
     link: &Link,
     exchange: &str,
     routing_key: &str,
-    body: &[u8],
+    body: Bytes,
     properties: BasicProperties,
     timeout: Duration,
 ) -> Result<(), TransportError> {
-    let once = |properties| publish_once(link, exchange, routing_key, body, properties, timeout);
-    let confirmation = match once(properties.clone()).await? {
-        Confirmation::Nack(_) => {
+    let once = |properties| {
+        publish_once(
+            link,
+            exchange,
+            routing_key,
+            body.clone(),
+            properties,
+            timeout,
+        )
+    };
+    let outcome = match once(properties.clone()).await? {
+        Outcome::Nack => {
             tracing::warn!(
                 exchange,
                 routing_key,
@@ -55,25 +64,19 @@ pub(crate) async fn confirmed(
         }
         other => other,
     };
-    match confirmation {
-        Confirmation::Ack(None) => Ok(()),
-        Confirmation::Ack(Some(returned)) => Err(TransportError::new(
+    match outcome {
+        Outcome::Ack => Ok(()),
+        Outcome::Returned(code, text) => Err(TransportError::new(
             KIND,
             ErrorKind::Refused,
             format!(
-                "returned {} {}: no route from exchange `{exchange}` with key `{routing_key}`",
-                returned.reply_code, returned.reply_text
+                "returned {code} {text}: no route from exchange `{exchange}` with key `{routing_key}`"
             ),
         )),
-        Confirmation::Nack(_) => Err(TransportError::new(
+        Outcome::Nack => Err(TransportError::new(
             KIND,
             ErrorKind::Refused,
             format!("broker nacked the publish to `{exchange}`/`{routing_key}` twice"),
-        )),
-        Confirmation::NotRequested => Err(TransportError::new(
-            KIND,
-            ErrorKind::Refused,
-            "publisher confirms are not enabled on the publish channel",
         )),
     }
 }
@@ -83,28 +86,13 @@ async fn publish_once(
     link: &Link,
     exchange: &str,
     routing_key: &str,
-    body: &[u8],
+    body: Bytes,
     properties: BasicProperties,
     timeout: Duration,
-) -> Result<Confirmation, TransportError> {
-    let options = BasicPublishOptions {
-        mandatory: true,
-        immediate: false,
-    };
+) -> Result<Outcome, TransportError> {
     let (ex, rk) = (short(exchange)?, short(routing_key)?);
-    let publish = async {
-        let lease = link.publish.lease(&link.connection).await?;
-        let confirmation = lease
-            .channel()?
-            .basic_publish(ex, rk, options, body, properties)
-            .await
-            .map_err(|e| lapin_error("publish", e))?
-            .await
-            .map_err(|e| lapin_error("receive the publisher confirm", e))?;
-        lease.settled();
-        Ok::<_, TransportError>(confirmation)
-    };
-    let confirmation = tokio::time::timeout(timeout, publish).await.map_err(|_| {
+    let publish = link.publish.publish(ex, rk, body, properties);
+    let outcome = tokio::time::timeout(timeout, publish).await.map_err(|_| {
         TransportError::new(
             KIND,
             ErrorKind::Timeout,
@@ -117,9 +105,9 @@ async fn publish_once(
     #[cfg(feature = "fault-injection")]
     if link.faults.take_nack() {
         tracing::warn!("fault injection: reporting a confirm as a nack");
-        return Ok(Confirmation::Nack(None));
+        return Ok(Outcome::Nack);
     }
-    Ok(confirmation)
+    Ok(outcome)
 }
 
 /// Properties of a copy: the original's identity and content properties,

@@ -154,7 +154,7 @@ impl RabbitTransport {
             &link,
             &names.exchange,
             &names.routing_key,
-            &msg.body,
+            msg.body.clone(),
             props,
             self.inner.config.confirm_timeout,
         )
@@ -545,7 +545,7 @@ impl RabbitTransport {
             &link,
             &exchange,
             &routing_key,
-            &delivery.message.body,
+            delivery.message.body.clone(),
             props,
             inner.config.confirm_timeout,
         )

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use parkway_core::{Envelope, FailureClass, Headers, Reason, envelope::HEADER_PREFIX};
 
-use crate::Names;
+use crate::{Names, confirms::PUBLISH_ID};
 
 /// Longest neutral header value taken from AMQP (larger ones are skipped for
 /// Parkway's purposes; they stay on the AMQP side untouched).
@@ -21,6 +21,10 @@ pub(crate) fn to_headers(table: Option<&FieldTable>) -> Headers {
     let mut out = Headers::new();
     let Some(table) = table else { return out };
     for (k, v) in table.inner() {
+        // Transport bookkeeping, not the message's.
+        if k.as_str() == PUBLISH_ID {
+            continue;
+        }
         if let Some(s) = text(v) {
             out.insert(k.as_str(), s);
         }

@@ -160,3 +160,25 @@ proptest! {
         let _ = approx_size(&copy);
     }
 }
+
+#[test]
+fn the_publish_id_is_the_transports_not_the_messages() {
+    let mut t = FieldTable::default();
+    t.insert(PUBLISH_ID.into(), AMQPValue::LongLongInt(7));
+    t.insert(
+        "tenant".into(),
+        AMQPValue::LongString(LongString::from("acme")),
+    );
+    let seen = to_headers(Some(&t));
+    assert_eq!(seen.get("tenant"), Some("acme"));
+    assert_eq!(
+        seen.get(PUBLISH_ID),
+        None,
+        "handlers never see the publish id"
+    );
+    let copy = for_copy(Some(&t), &Headers::new());
+    assert!(
+        copy.inner().get(PUBLISH_ID).is_none(),
+        "a copy gets its own id when published"
+    );
+}
