@@ -24,9 +24,8 @@ pub(crate) enum Format {
     Json,
 }
 
-/// Installs the subscriber: `verbose` 0 = warnings and the audit line,
-/// 1 = info, 2+ = debug.
-pub(crate) fn init(format: Format, verbose: u8) {
+/// What is shown at each verbosity.
+fn targets(verbose: u8) -> Targets {
     let level = match verbose {
         0 => LevelFilter::WARN,
         1 => LevelFilter::INFO,
@@ -39,10 +38,19 @@ pub(crate) fn init(format: Format, verbose: u8) {
     } else {
         level
     };
-    let targets = Targets::new()
+    // lapin logs every returned message with its payload (at WARN); a
+    // refused publish is reported by our own error, without the payload.
+    Targets::new()
         .with_default(level)
         .with_target("lapin", client)
-        .with_target("parkway::audit", LevelFilter::INFO.max(level));
+        .with_target("lapin::returned_messages", LevelFilter::OFF)
+        .with_target("parkway::audit", LevelFilter::INFO.max(level))
+}
+
+/// Installs the subscriber: `verbose` 0 = warnings and the audit line,
+/// 1 = info, 2+ = debug.
+pub(crate) fn init(format: Format, verbose: u8) {
+    let targets = targets(verbose);
     let registry = tracing_subscriber::registry().with(targets);
     let result = match format {
         Format::Human => registry
@@ -95,5 +103,23 @@ impl Drop for Line {
             Some(bar) => bar.suspend(write),
             None => write(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing::Level;
+
+    use super::targets;
+
+    #[test]
+    fn payloads_of_returned_messages_are_never_logged() {
+        for verbose in 0..4 {
+            let t = targets(verbose);
+            assert!(!t.would_enable("lapin::returned_messages", &Level::ERROR));
+            assert!(t.would_enable("parkway::audit", &Level::INFO));
+        }
+        assert!(targets(1).would_enable("lapin::channel", &Level::INFO));
+        assert!(!targets(0).would_enable("lapin::channel", &Level::ERROR));
     }
 }
