@@ -49,31 +49,41 @@ pub(super) fn process<H: Handler>(
 /// continues in [`failed`], boxed, so the retry machinery (timers, the
 /// envelope record, several settlements) adds nothing to the size that
 /// each message's future is moved at.
-async fn lifecycle<H: Handler>(
+///
+/// A plain function around an `async move` block, not an `async fn`: an
+/// `async fn` keeps its arguments twice in its future (as passed and as
+/// moved into its body), and this future is moved per message.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would hold its arguments twice"
+)]
+fn lifecycle<H: Handler>(
     ctx: &Ctx<H>,
     delivery: Delivery,
     span: tracing::Span,
-) -> Option<Halt> {
-    // Only the due time and the reconciled state are kept across the
-    // handler's run; a failure decodes the envelope again.
-    let (state, due_at) = {
-        let envelope = Envelope::decode(&delivery.message.headers);
-        let state = envelope.retry_state(delivery.broker_attempts, ctx.clock.now());
-        (state, envelope.due_at)
-    };
-    if let Some(due) = due_at {
-        let wait = Box::pin(wait_until_due(ctx, &delivery, due));
-        wait.await;
-    }
-    match attempt(ctx, &delivery, &state, &span).await {
-        Ok(()) => {
-            succeeded(ctx, delivery, &state).await;
-            None
-        }
-        Err(failure) => {
+) -> impl Future<Output = Option<Halt>> + Send + '_ {
+    async move {
+        // Only the due time and the reconciled state are kept across the
+        // handler's run; a failure decodes the envelope again.
+        let (state, due_at) = {
             let envelope = Envelope::decode(&delivery.message.headers);
-            let rest = Box::pin(failed(ctx, delivery, envelope, state, failure, span));
-            rest.await
+            let state = envelope.retry_state(delivery.broker_attempts, ctx.clock.now());
+            (state, envelope.due_at)
+        };
+        if let Some(due) = due_at {
+            let wait = Box::pin(wait_until_due(ctx, &delivery, due));
+            wait.await;
+        }
+        match attempt(ctx, &delivery, &state, &span).await {
+            Ok(()) => {
+                succeeded(ctx, delivery, &state).await;
+                None
+            }
+            Err(failure) => {
+                let envelope = Envelope::decode(&delivery.message.headers);
+                let rest = Box::pin(failed(ctx, delivery, envelope, state, failure, span));
+                rest.await
+            }
         }
     }
 }

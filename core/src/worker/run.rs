@@ -267,37 +267,52 @@ async fn run_batch<H: Handler>(shared: &Shared<H>, mut admitted: Vec<Admitted>) 
 /// Processes an admitted delivery; a lane owner then drains its lane.
 ///
 /// One loop for both, so the (large) message future has one place in this
-/// one's, not one per branch.
-async fn run_admitted<H: Handler>(shared: &Shared<H>, work: Admitted) {
-    let ctx = &shared.ctx;
-    let Admitted {
-        delivery,
-        permit,
-        lane,
-    } = work;
-    let mut current = Some((delivery, permit));
-    while let Some((d, permit)) = current.take() {
-        if lane.is_some() && shared.is_stopping() {
-            let rest = lane
-                .as_ref()
-                .and_then(|key| shared.lanes().remove(key))
-                .unwrap_or_default();
-            let released = Box::pin(release_all(
-                ctx,
-                std::iter::once(d).chain(rest.into_iter().map(|(d, _)| d)),
-            ));
-            released.await;
-            return;
-        }
-        if let Some(h) = process(ctx, d).await {
-            shared.stop(Stop::Halted(h));
-        }
-        drop(permit);
-        let Some(key) = &lane else { return };
-        let mut lanes = shared.lanes();
-        current = lanes.get_mut(key).and_then(VecDeque::pop_front);
-        if current.is_none() {
-            lanes.remove(key);
+/// one's, not one per branch. A plain function around an `async move`
+/// block that works on `work` where it was captured: an `async fn`, or
+/// taking `work` apart, would keep the delivery in the future two or three
+/// times over, and this future is moved per message.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would hold its arguments twice"
+)]
+fn run_admitted<H: Handler>(
+    shared: &Shared<H>,
+    mut work: Admitted,
+) -> impl Future<Output = ()> + Send + '_ {
+    async move {
+        let ctx = &shared.ctx;
+        loop {
+            if work.lane.is_some() && shared.is_stopping() {
+                let rest = work
+                    .lane
+                    .as_ref()
+                    .and_then(|key| shared.lanes().remove(key))
+                    .unwrap_or_default();
+                let released = Box::pin(release_all(
+                    ctx,
+                    std::iter::once(work.delivery).chain(rest.into_iter().map(|(d, _)| d)),
+                ));
+                released.await;
+                return;
+            }
+            if let Some(h) = process(ctx, work.delivery).await {
+                shared.stop(Stop::Halted(h));
+            }
+            drop(work.permit);
+            let Some(key) = &work.lane else { return };
+            let next = {
+                let mut lanes = shared.lanes();
+                let next = lanes.get_mut(key).and_then(VecDeque::pop_front);
+                if next.is_none() {
+                    lanes.remove(key);
+                }
+                next
+            };
+            let Some((delivery, permit)) = next else {
+                return;
+            };
+            work.delivery = delivery;
+            work.permit = permit;
         }
     }
 }
