@@ -363,19 +363,20 @@ where
 {
     let sent = ctx.transport.settle(delivery, action);
     async move {
-        match sent.await {
+        let unsettled = match sent.await {
             Ok(()) => {
                 Counters::bump(counter);
                 ctx.meters.settled(outcome);
-                true
+                return true;
             }
-            Err(unsettled) => {
-                // Boxed: kept out of the size of every settlement's future.
-                let rest = Box::pin(not_accepted(ctx, unsettled));
-                rest.await;
-                false
-            }
-        }
+            Err(unsettled) => unsettled,
+        };
+        // Boxed, and the refusal moved into the box before the wait: kept
+        // out of the size of every settlement's future (awaited inside the
+        // `match`, the refusal would be held beside it).
+        let rest = Box::pin(not_accepted(ctx, unsettled));
+        rest.await;
+        false
     }
 }
 
