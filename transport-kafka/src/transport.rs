@@ -90,6 +90,8 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     /// The group was joined and the pump started (see `start`).
     started: AtomicBool,
+    /// Held while starting, so only one receive starts the transport.
+    starting: tokio::sync::Mutex<()>,
     pump: Mutex<Option<JoinHandle<()>>>,
     /// The control-topic listener and the committer.
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -161,6 +163,7 @@ impl KafkaTransport {
             gathered: Notify::new(),
             closed: AtomicBool::new(false),
             started: AtomicBool::new(false),
+            starting: tokio::sync::Mutex::new(()),
             pump: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
         });
@@ -307,27 +310,46 @@ impl Inner {
     /// Joins the group and starts fetching, on the first `receive`: a
     /// transport used only to produce or browse never takes partitions
     /// from the workers of its group.
-    pub(crate) fn start(self: &Arc<Self>) -> Result<(), TransportError> {
+    ///
+    /// Asking the brokers for metadata and subscribing are blocking calls
+    /// (the metadata wait is up to 5 s): they run on the blocking pool, so
+    /// a worker thread of the runtime never stalls on them.
+    pub(crate) async fn start(self: &Arc<Self>) -> Result<(), TransportError> {
         // Every receive asks; only the first few find it not started.
         if self.started.load(AtomicOrdering::Acquire) {
             return Ok(());
         }
-        let mut pump_slot = self.pump.lock().unwrap_or_else(|p| p.into_inner());
-        if pump_slot.is_some() {
+        let _starting = self.starting.lock().await;
+        if self.started.load(AtomicOrdering::Acquire) || self.closed.load(AtomicOrdering::SeqCst) {
             return Ok(());
         }
-        let mut topics = vec![self.config.topic.clone()];
-        topics.extend(self.plan.labels().map(|l| self.config.tier_topic(l)));
-        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
-        // Learn about tier topics created moments ago before subscribing:
-        // discovering them later would cost a second rebalance.
-        if let Err(e) = self.consumer.fetch_metadata(None, Duration::from_secs(5)) {
-            tracing::warn!(error = %e, "could not refresh metadata before subscribing");
+        let inner = self.clone();
+        let subscribed = tokio::task::spawn_blocking(move || {
+            let mut topics = vec![inner.config.topic.clone()];
+            topics.extend(inner.plan.labels().map(|l| inner.config.tier_topic(l)));
+            let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+            // Learn about tier topics created moments ago before
+            // subscribing: discovering them later would cost a second
+            // rebalance.
+            if let Err(e) = inner.consumer.fetch_metadata(None, Duration::from_secs(5)) {
+                tracing::warn!(error = %e, "could not refresh metadata before subscribing");
+            }
+            inner
+                .consumer
+                .subscribe(&refs)
+                .map_err(|e| kafka_error("subscribe", e))
+        })
+        .await;
+        subscribed.map_err(|e| {
+            TransportError::new(KIND, ErrorKind::Disconnected, "subscribing was cut off")
+                .with_source(e)
+        })??;
+        // Closed meanwhile: nothing to start.
+        if self.closed.load(AtomicOrdering::SeqCst) {
+            return Ok(());
         }
-        self.consumer
-            .subscribe(&refs)
-            .map_err(|e| kafka_error("subscribe", e))?;
-        *pump_slot = Some(tokio::spawn(crate::pump::run(self.clone())));
+        *self.pump.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(tokio::spawn(crate::pump::run(self.clone())));
         self.started.store(true, AtomicOrdering::Release);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.push(tokio::spawn(crate::control::listen(self.clone())));

@@ -152,7 +152,7 @@ async fn take(
     if inner.closed.load(AtomicOrdering::SeqCst) {
         return Ok(0);
     }
-    inner.start()?;
+    inner.start().await?;
     let mut taken = Vec::with_capacity(max);
     // The first look takes without registering for a wake-up: under load a
     // record is almost always there, and registering costs two turns of the
