@@ -45,67 +45,15 @@ async fn declared(link: &Link) -> (String, lapin::Channel) {
     (queue, ch)
 }
 
-/// Routable and unroutable mandatory publishes in flight together: each
-/// unroutable one, and only those, reads as refused. (lapin hands a return
-/// to whichever confirm completes next on its channel; were returns credited
-/// to another publish, a returned retry copy would read as accepted and its
-/// original would be acked: a lost message.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_return_is_credited_to_its_own_publish_only() {
+/// Publishes all `cases` at once, each `(routable, wait)` to the fresh
+/// queue or to a queue that does not exist, waiting `wait` for its confirm;
+/// returns every patient publish (10 s) whose outcome is not its own.
+async fn swapped(cases: &[(bool, Duration)]) -> Vec<String> {
     let link = link().await;
     let (queue, ch) = declared(&link).await;
     let missing = format!("{queue}-missing");
-    let routes: Vec<bool> = (0..600).map(|i| i % 3 != 0).collect();
-    let results = join_all(routes.iter().map(|&routable| {
+    let results = join_all(cases.iter().map(|&(routable, wait)| {
         let key = if routable { &queue } else { &missing };
-        confirmed(
-            &link,
-            "",
-            key,
-            Bytes::from_static(b"x"),
-            BasicProperties::default(),
-            Duration::from_secs(10),
-        )
-    }))
-    .await;
-    let wrong: Vec<String> = routes
-        .iter()
-        .zip(&results)
-        .enumerate()
-        .filter_map(|(i, (&routable, result))| match (routable, result) {
-            (true, Ok(())) => None,
-            (false, Err(e)) if e.kind() == ErrorKind::Refused => None,
-            (_, r) => Some(format!("#{i} routable={routable}: {r:?}")),
-        })
-        .collect();
-    let _ = ch
-        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-        .await;
-    assert!(
-        wrong.is_empty(),
-        "{} of {} publishes got another publish's outcome, e.g. {:?}",
-        wrong.len(),
-        routes.len(),
-        &wrong[..wrong.len().min(3)]
-    );
-}
-
-/// Callers that give up waiting (here: a 1 ns timeout on every fifth
-/// publish) leave their publishes running: none of them can take another
-/// publish's return with it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callers_giving_up_do_not_swap_the_others_outcomes() {
-    let link = link().await;
-    let (queue, ch) = declared(&link).await;
-    let missing = format!("{queue}-missing");
-    let cases: Vec<(bool, bool)> = (0..600).map(|i| (i % 3 != 0, i % 5 == 0)).collect();
-    let results = join_all(cases.iter().map(|&(routable, impatient)| {
-        let key = if routable { &queue } else { &missing };
-        let wait = if impatient {
-            Duration::from_nanos(1)
-        } else {
-            Duration::from_secs(10)
-        };
         confirmed(
             &link,
             "",
@@ -116,22 +64,60 @@ async fn callers_giving_up_do_not_swap_the_others_outcomes() {
         )
     }))
     .await;
-    let wrong: Vec<String> = cases
+    let _ = ch
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    cases
         .iter()
         .zip(&results)
         .enumerate()
         .filter_map(
-            |(i, (&(routable, impatient), result))| match (routable, result) {
-                _ if impatient => None,
+            |(i, (&(routable, wait), result))| match (routable, result) {
+                _ if wait < PATIENT => None,
                 (true, Ok(())) => None,
                 (false, Err(e)) if e.kind() == ErrorKind::Refused => None,
                 (_, r) => Some(format!("#{i} routable={routable}: {r:?}")),
             },
         )
+        .collect()
+}
+
+const PATIENT: Duration = Duration::from_secs(10);
+
+/// Routable and unroutable mandatory publishes in flight together: each
+/// unroutable one, and only those, reads as refused. (lapin hands a return
+/// to whichever confirm completes next on its channel; were returns credited
+/// to another publish, a returned retry copy would read as accepted and its
+/// original would be acked: a lost message.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_return_is_credited_to_its_own_publish_only() {
+    let cases: Vec<_> = (0..600).map(|i| (i % 3 != 0, PATIENT)).collect();
+    let wrong = swapped(&cases).await;
+    assert!(
+        wrong.is_empty(),
+        "{} of {} publishes got another publish's outcome, e.g. {:?}",
+        wrong.len(),
+        cases.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+}
+
+/// Callers that give up waiting (here: a 1 ns timeout on every fifth
+/// publish) leave their publishes running: none of them can take another
+/// publish's return with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_giving_up_do_not_swap_the_others_outcomes() {
+    let cases: Vec<_> = (0..600)
+        .map(|i| {
+            let wait = if i % 5 == 0 {
+                Duration::from_nanos(1)
+            } else {
+                PATIENT
+            };
+            (i % 3 != 0, wait)
+        })
         .collect();
-    let _ = ch
-        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-        .await;
+    let wrong = swapped(&cases).await;
     assert!(
         wrong.is_empty(),
         "{} wrong outcomes, e.g. {:?}",
