@@ -1,32 +1,36 @@
 //! Publisher confirms whose returns cannot be swapped.
 //!
 //! Why this exists: a `basic.return` carries no delivery tag. lapin parks
-//! it and hands it to whichever confirm on the channel completes next, and a
-//! `multiple` ack completes its tags in no set order. With mandatory
-//! publishes pipelined on one channel (as they must be: one publish in
-//! flight per channel costs a fifth of the retry path's throughput at the
-//! broker), a returned retry copy could read as accepted, so its original
-//! would be acked and the message lost, while some other publish read as
-//! refused.
+//! returns in a queue per channel and hands the oldest to whichever confirm
+//! on the channel completes next, and a `multiple` ack completes its tags in
+//! no set order. With mandatory publishes pipelined on one channel (as they
+//! must be: one publish in flight per channel costs 15–20 % of the retry
+//! path's throughput at the broker), a returned retry copy could read as
+//! accepted, so its original would be acked and the message lost, while
+//! some other publish read as refused.
 //!
 //! So every publish carries an id ([`PUBLISH_ID`]), the broker echoes it in
 //! the return, and one driver task per channel watches all confirms and
-//! credits each return to the publish it names. A publish is decided only
-//! when no confirm can still hold its return: the broker sends a return
-//! before the confirm of its own publish, so whichever confirm lapin gave it
-//! to was resolved no later than the owner's. The driver therefore decides a
-//! resolved confirm only after one more sweep over every confirm of every
-//! publish issued up to then.
+//! credits each return to the publish it names. When is an accepted publish
+//! safe to call accepted? Its return, had there been one, arrived before its
+//! own confirm and queued behind returns of publishes already in flight; each
+//! of those publishes' confirms takes one return off the queue. So once
+//! every publish issued before the confirm was seen has had its confirm, the
+//! return has been handed out and credited: the driver decides a confirm
+//! only then.
 //!
 //! The publish itself runs in a task of its own, so a caller that gives up
 //! (a timeout, a cancelled worker) cannot drop a confirm that holds someone
 //! else's return.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeSet, HashMap, VecDeque},
     future::poll_fn,
     pin::Pin,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
     task::{Context, Poll},
 };
 
@@ -37,7 +41,7 @@ use lapin::{
     types::{AMQPValue, FieldTable, ShortString},
 };
 use parkway_core::{ErrorKind, TransportError};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::{KIND, link::lapin_error};
 
@@ -60,71 +64,33 @@ pub(crate) enum Outcome {
 #[derive(Debug)]
 pub(crate) struct Confirms {
     channel: Channel,
-    shared: Arc<Shared>,
-    to_driver: mpsc::UnboundedSender<Issued>,
+    /// The next publish id (ids are handed out in order, from 0).
+    next: Arc<AtomicU64>,
+    to_driver: mpsc::UnboundedSender<Sent>,
     driver: tokio::task::JoinHandle<()>,
 }
 
-/// Ids handed out and those not yet in the driver's hands.
-#[derive(Debug, Default)]
-struct Ids {
-    next: u64,
-    unregistered: BTreeSet<u64>,
-}
-
-#[derive(Debug, Default)]
-struct Shared {
-    ids: Mutex<Ids>,
-    registered: Notify,
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Ids> {
-        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Every publish that got an id before now is in the driver's queue
-    /// (or failed before it had a confirm).
-    async fn all_registered_before_now(&self) {
-        let watermark = self.lock().next;
-        loop {
-            let registered = self.registered.notified();
-            tokio::pin!(registered);
-            registered.as_mut().enable();
-            let waiting = self
-                .lock()
-                .unregistered
-                .first()
-                .is_some_and(|&id| id < watermark);
-            if !waiting {
-                return;
-            }
-            registered.await;
-        }
-    }
-
-    fn registered(&self, id: u64) {
-        self.lock().unregistered.remove(&id);
-        self.registered.notify_waiters();
-    }
-}
-
-/// A publish on its way to the broker, with where its outcome goes.
-struct Issued {
-    id: u64,
-    confirm: PublisherConfirm,
-    outcome: oneshot::Sender<Result<Outcome, TransportError>>,
+/// What became of a publish, for the driver.
+enum Sent {
+    /// On its way to the broker, with where its outcome goes.
+    Issued {
+        id: u64,
+        confirm: PublisherConfirm,
+        outcome: oneshot::Sender<Result<Outcome, TransportError>>,
+    },
+    /// Never sent (its caller has the error): nothing to wait for.
+    Failed(u64),
 }
 
 impl Confirms {
     /// Takes over `channel` (already in confirm mode).
     pub(crate) fn new(channel: Channel) -> Confirms {
-        let shared = Arc::new(Shared::default());
+        let next = Arc::new(AtomicU64::new(0));
         let (to_driver, from_publishers) = mpsc::unbounded_channel();
-        let driver = tokio::spawn(drive(shared.clone(), from_publishers));
+        let driver = tokio::spawn(drive(next.clone(), from_publishers));
         Confirms {
             channel,
-            shared,
+            next,
             to_driver,
             driver,
         }
@@ -144,20 +110,10 @@ impl Confirms {
         body: Bytes,
         properties: BasicProperties,
     ) -> impl Future<Output = Result<Outcome, TransportError>> + use<> {
-        let id = {
-            let mut ids = self.shared.lock();
-            let id = ids.next;
-            ids.next += 1;
-            ids.unregistered.insert(id);
-            id
-        };
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
         let properties = with_id(properties, id);
         let (outcome, verdict) = oneshot::channel();
-        let (channel, shared, to_driver) = (
-            self.channel.clone(),
-            self.shared.clone(),
-            self.to_driver.clone(),
-        );
+        let (channel, to_driver) = (self.channel.clone(), self.to_driver.clone());
         let options = BasicPublishOptions {
             mandatory: true,
             immediate: false,
@@ -166,22 +122,21 @@ impl Confirms {
             let sent = channel
                 .basic_publish(exchange, routing_key, options, &body, properties)
                 .await;
-            match sent {
-                Ok(confirm) => {
-                    let issued = Issued {
-                        id,
-                        confirm,
-                        outcome,
-                    };
-                    if let Err(mpsc::error::SendError(issued)) = to_driver.send(issued) {
-                        let _ = issued.outcome.send(Err(gone()));
-                    }
-                }
+            let sent = match sent {
+                Ok(confirm) => Sent::Issued {
+                    id,
+                    confirm,
+                    outcome,
+                },
                 Err(e) => {
                     let _ = outcome.send(Err(lapin_error("publish", e)));
+                    Sent::Failed(id)
                 }
+            };
+            if let Err(mpsc::error::SendError(Sent::Issued { outcome, .. })) = to_driver.send(sent)
+            {
+                let _ = outcome.send(Err(gone()));
             }
-            shared.registered(id);
         });
         async move { verdict.await.unwrap_or_else(|_| Err(gone())) }
     }
@@ -218,30 +173,64 @@ fn id_of(headers: Option<&FieldTable>) -> Option<u64> {
     }
 }
 
-/// A confirm that has resolved, its return set aside.
-type Resolved = (u64, Result<Confirmation, lapin::Error>);
+/// A confirm that has resolved, its return set aside: decided once every
+/// publish with an id below `watermark` has had its confirm.
+struct Resolved {
+    id: u64,
+    watermark: u64,
+    result: Result<Confirmation, lapin::Error>,
+}
 
 /// The driver's books.
 #[derive(Default)]
 struct Books {
     pending: Vec<(u64, PublisherConfirm)>,
     outcomes: HashMap<u64, oneshot::Sender<Result<Outcome, TransportError>>>,
+    /// Ids handed out (below `known`) whose confirm has not come yet.
+    unconfirmed: BTreeSet<u64>,
+    known: u64,
+    /// Resolved confirms in the order seen (so their watermarks ascend).
+    resolved: VecDeque<Resolved>,
     /// Returns seen, by the publish they name.
     returned: HashMap<u64, (u16, String)>,
-    /// Sweeps left during which a return naming no publish makes every
-    /// decided publish count as returned (never seen: all ours carry ids).
-    doubt: u8,
+    /// A return naming no publish was seen when ids below this were handed
+    /// out: its owner is one of them, so each of them still undecided counts
+    /// as returned (never seen: all ours carry ids).
+    doubt_below: u64,
 }
 
 impl Books {
-    fn add(&mut self, issued: Issued) {
-        self.outcomes.insert(issued.id, issued.outcome);
-        self.pending.push((issued.id, issued.confirm));
+    /// Every id handed out before `next` is waited for.
+    fn learn(&mut self, next: u64) {
+        self.unconfirmed.extend(self.known..next);
+        self.known = self.known.max(next);
+    }
+
+    fn receive(&mut self, sent: Sent, next: &AtomicU64) {
+        let id = match &sent {
+            Sent::Issued { id, .. } | Sent::Failed(id) => *id,
+        };
+        if id >= self.known {
+            self.learn(next.load(Ordering::SeqCst));
+        }
+        match sent {
+            Sent::Issued {
+                id,
+                confirm,
+                outcome,
+            } => {
+                self.outcomes.insert(id, outcome);
+                self.pending.push((id, confirm));
+            }
+            Sent::Failed(id) => {
+                self.unconfirmed.remove(&id);
+            }
+        }
     }
 
     /// Polls every pending confirm; takes the returns out of those resolved.
-    fn sweep(&mut self, cx: &mut Context<'_>) -> Vec<Resolved> {
-        let mut resolved = Vec::new();
+    fn sweep(&mut self, cx: &mut Context<'_>, next: &AtomicU64) {
+        let mut seen = Vec::new();
         let mut i = 0;
         while i < self.pending.len() {
             let Some((_, confirm)) = self.pending.get_mut(i) else {
@@ -251,14 +240,28 @@ impl Books {
                 Poll::Pending => i += 1,
                 Poll::Ready(result) => {
                     let (id, _) = self.pending.swap_remove(i);
-                    resolved.push((id, result.map(|c| self.set_return_aside(c))));
+                    self.unconfirmed.remove(&id);
+                    let result = result.map(|c| self.set_return_aside(c, next));
+                    seen.push((id, result));
                 }
             }
         }
-        resolved
+        if seen.is_empty() {
+            return;
+        }
+        // Read after the confirms were seen: every publish whose return
+        // could still be queued before theirs has an id below it.
+        let watermark = next.load(Ordering::SeqCst);
+        self.learn(watermark);
+        self.resolved
+            .extend(seen.into_iter().map(|(id, result)| Resolved {
+                id,
+                watermark,
+                result,
+            }));
     }
 
-    fn set_return_aside(&mut self, confirmation: Confirmation) -> Confirmation {
+    fn set_return_aside(&mut self, confirmation: Confirmation, next: &AtomicU64) -> Confirmation {
         let (returned, ack) = match confirmation {
             Confirmation::Ack(r) => (r, true),
             Confirmation::Nack(r) => (r, false),
@@ -272,9 +275,9 @@ impl Books {
                 }
                 None => {
                     tracing::error!(
-                        "a returned message names no publish: the publishes decided next count as returned"
+                        "a returned message names no publish: every publish that may own it counts as returned"
                     );
-                    self.doubt = 2;
+                    self.doubt_below = next.load(Ordering::SeqCst);
                 }
             }
         }
@@ -285,8 +288,14 @@ impl Books {
         }
     }
 
-    fn decide(&mut self, resolved: Vec<Resolved>) {
-        for (id, result) in resolved {
+    /// Decides every resolved confirm no unconfirmed publish can hold the
+    /// return of.
+    fn decide(&mut self) {
+        let floor = self.unconfirmed.first().copied().unwrap_or(u64::MAX);
+        while self.resolved.front().is_some_and(|r| r.watermark <= floor) {
+            let Some(Resolved { id, result, .. }) = self.resolved.pop_front() else {
+                break;
+            };
             let returned = self.returned.remove(&id);
             let outcome = match result {
                 Err(e) => Err(lapin_error("receive the publisher confirm", e)),
@@ -298,7 +307,9 @@ impl Books {
                 Ok(Confirmation::Nack(_)) => Ok(Outcome::Nack),
                 Ok(Confirmation::Ack(_)) => Ok(match returned {
                     Some((code, text)) => Outcome::Returned(code, text),
-                    None if self.doubt > 0 => Outcome::Returned(0, "unattributed return".into()),
+                    None if id < self.doubt_below => {
+                        Outcome::Returned(0, "unattributed return".into())
+                    }
                     None => Outcome::Ack,
                 }),
             };
@@ -307,53 +318,32 @@ impl Books {
                 let _ = tx.send(outcome);
             }
         }
-        self.doubt = self.doubt.saturating_sub(1);
     }
 }
 
 /// Settles the channel's confirms until the channel's owner is gone and
 /// nothing is pending.
-async fn drive(shared: Arc<Shared>, mut from_publishers: mpsc::UnboundedReceiver<Issued>) {
+async fn drive(next: Arc<AtomicU64>, mut from_publishers: mpsc::UnboundedReceiver<Sent>) {
     let mut books = Books::default();
-    // Resolved confirms waiting for the sweep that makes them safe to decide.
-    let mut resolved: Vec<Resolved> = Vec::new();
-    loop {
-        if resolved.is_empty() {
-            let next = poll_fn(|cx| {
-                let mut open = true;
-                loop {
-                    match from_publishers.poll_recv(cx) {
-                        Poll::Ready(Some(issued)) => books.add(issued),
-                        Poll::Ready(None) => {
-                            open = false;
-                            break;
-                        }
-                        Poll::Pending => break,
-                    }
+    poll_fn(|cx| {
+        let mut open = true;
+        loop {
+            match from_publishers.poll_recv(cx) {
+                Poll::Ready(Some(sent)) => books.receive(sent, &next),
+                Poll::Ready(None) => {
+                    open = false;
+                    break;
                 }
-                let done = books.sweep(cx);
-                if !done.is_empty() {
-                    Poll::Ready(Some(done))
-                } else if !open && books.pending.is_empty() {
-                    Poll::Ready(None)
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
-            match next {
-                Some(done) => resolved = done,
-                None => return,
+                Poll::Pending => break,
             }
         }
-        // Whatever holds the return of a publish in `resolved` was resolved
-        // before it: once every publish issued by now is in the books, one
-        // more sweep has seen it.
-        shared.all_registered_before_now().await;
-        while let Ok(issued) = from_publishers.try_recv() {
-            books.add(issued);
+        books.sweep(cx, &next);
+        books.decide();
+        if !open && books.pending.is_empty() && books.resolved.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-        let fresh = poll_fn(|cx| Poll::Ready(books.sweep(cx))).await;
-        books.decide(std::mem::replace(&mut resolved, fresh));
-    }
+    })
+    .await;
 }
