@@ -25,7 +25,12 @@
 //! task receiving and acking, to split the engine's cost between transport
 //! and worker), `PARKWAY_BENCH_CONCURRENCY` (the worker's, default 64),
 //! `PARKWAY_BENCH_THREADS` (set: each round also prints its CPU time per
-//! record by thread name), `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
+//! record by thread name), `PARKWAY_BENCH_PARTITIONS` (the happy path's,
+//! default 3), `PARKWAY_BENCH_RAW_TIERS` (set: the raw loops also subscribe
+//! to the empty retry-tier topics, as the engine's consumer does; on the
+//! test broker, at 12 partitions, that alone cut the raw commit-each loop
+//! from ~240k to ~150k msgs/s), `PARKWAY_BENCH_WORKERS` (the runtime's
+//! worker threads; default one per core), `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
 //! happy-path round prints the CPU time per record of all the process's
 //! threads: on a two-core machine shared with the broker, throughput swings
 //! with the broker's fetch timing, CPU per record much less.
@@ -62,7 +67,7 @@ use parkway_benches::{
     precision_report,
 };
 use parkway_core::{Backoff, Failure, Handler, Message, Ordering, RetryPolicy, Worker};
-use parkway_kafka::{KafkaConfig, KafkaTransport, create_topic};
+use parkway_kafka::{KafkaConfig, KafkaTransport, TierPlan, create_topic};
 use rdkafka::{
     ClientConfig, Message as _, Offset, TopicPartitionList,
     consumer::{CommitMode, Consumer, StreamConsumer},
@@ -211,7 +216,13 @@ impl Window {
 /// The raw loop: commit after each record, or (`gather`) the latest offset
 /// per partition once per that interval, as the engine does by default.
 /// Returns msgs/s and CPU time per record, both after the first tenth.
-async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> (f64, Duration) {
+async fn raw(
+    topic: &str,
+    tiers: &TierPlan,
+    group: &str,
+    n: u64,
+    gather: Option<Duration>,
+) -> (f64, Duration) {
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap())
         .set("group.id", group)
@@ -221,7 +232,16 @@ async fn raw(topic: &str, group: &str, n: u64, gather: Option<Duration>) -> (f64
         .set("session.timeout.ms", SESSION_TIMEOUT_MS)
         .create()
         .unwrap();
-    consumer.subscribe(&[topic]).unwrap();
+    // With `PARKWAY_BENCH_RAW_TIERS` set, also the (empty) retry-tier
+    // topics the engine's consumer subscribes to: the fetches then carry
+    // the same partitions.
+    let mut topics = vec![topic.to_owned()];
+    if std::env::var_os("PARKWAY_BENCH_RAW_TIERS").is_some() {
+        let c = config(topic, group);
+        topics.extend(tiers.labels().map(|l| c.tier_topic(l)));
+    }
+    let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics).unwrap();
     let commit = |t: &str, p: i32, o: i64| {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(t, p, Offset::Offset(o + 1))
@@ -378,10 +398,11 @@ async fn precision() -> Vec<(Duration, Duration)> {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Ok(n) = std::env::var("PARKWAY_BENCH_WORKERS") {
+        rt.worker_threads(n.parse().unwrap());
+    }
+    let rt = rt.enable_all().build().unwrap();
     rt.block_on(async {
         let n = env_or("PARKWAY_BENCH_N", 100_000);
         println!("Kafka-protocol broker at {} — N = {n}\n", bootstrap());
@@ -452,7 +473,9 @@ async fn happy(n: u64, mode: Happy) {
         .backoff(Backoff::fixed(Duration::from_secs(1)))
         .build()
         .unwrap();
-    let (topic, t) = within("publishing", topic_with(n, 3, &policy, |_| "ok")).await;
+    let partitions = i32::try_from(env_or("PARKWAY_BENCH_PARTITIONS", 3)).unwrap();
+    let (topic, t) = within("publishing", topic_with(n, partitions, &policy, |_| "ok")).await;
+    let tiers = TierPlan::for_policies([&policy]);
     t.close().await;
     let (mut raws, mut gathered, mut engines) = (Vec::new(), Vec::new(), Vec::new());
     // CPU time per record, per round: raw, gathered, engine.
@@ -461,13 +484,13 @@ async fn happy(n: u64, mode: Happy) {
     for round in 0..rounds {
         if mode == Happy::WithRaw {
             let group = format!("{topic}-raw-{round}");
-            let (rate, per) = within("the raw round", raw(&topic, &group, n, None)).await;
+            let (rate, per) = within("the raw round", raw(&topic, &tiers, &group, n, None)).await;
             raws.push(rate);
             cpu[0].push(per.as_secs_f64() * 1e6);
             let group = format!("{topic}-gathered-{round}");
             let (rate, per) = within(
                 "the gathered raw round",
-                raw(&topic, &group, n, Some(interval)),
+                raw(&topic, &tiers, &group, n, Some(interval)),
             )
             .await;
             gathered.push(rate);
