@@ -38,6 +38,7 @@ use std::{
 };
 
 use bytes::Bytes;
+use futures_util::{StreamExt as _, stream::FuturesUnordered};
 use lapin::{
     BasicProperties, Channel, Confirmation, PublisherConfirm,
     options::BasicPublishOptions,
@@ -176,6 +177,21 @@ fn id_of(headers: Option<&FieldTable>) -> Option<u64> {
     }
 }
 
+/// A pending confirm and the publish it is for.
+struct Tagged {
+    id: u64,
+    confirm: PublisherConfirm,
+}
+
+impl Future for Tagged {
+    type Output = (u64, Result<Confirmation, lapin::Error>);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let id = self.id;
+        Pin::new(&mut self.confirm).poll(cx).map(|r| (id, r))
+    }
+}
+
 /// A confirm that has resolved, its return set aside: decided once every
 /// publish with an id below `watermark` has had its confirm.
 struct Resolved {
@@ -187,7 +203,9 @@ struct Resolved {
 /// The driver's books.
 #[derive(Default)]
 struct Books {
-    pending: Vec<(u64, PublisherConfirm)>,
+    /// Confirms not yet resolved. Only those woken are polled: polling
+    /// every one on each wake-up costs a lock per publish in flight.
+    pending: FuturesUnordered<Tagged>,
     outcomes: HashMap<u64, oneshot::Sender<Result<Outcome, TransportError>>>,
     /// Ids handed out (below `known`) whose confirm has not come yet.
     unconfirmed: BTreeSet<u64>,
@@ -223,7 +241,7 @@ impl Books {
                 outcome,
             } => {
                 self.outcomes.insert(id, outcome);
-                self.pending.push((id, confirm));
+                self.pending.push(Tagged { id, confirm });
             }
             Sent::Failed(id) => {
                 self.unconfirmed.remove(&id);
@@ -231,23 +249,14 @@ impl Books {
         }
     }
 
-    /// Polls every pending confirm; takes the returns out of those resolved.
+    /// Takes every confirm resolved since the last look; sets their returns
+    /// aside.
     fn sweep(&mut self, cx: &mut Context<'_>, next: &AtomicU64) {
         let mut seen = Vec::new();
-        let mut i = 0;
-        while i < self.pending.len() {
-            let Some((_, confirm)) = self.pending.get_mut(i) else {
-                break;
-            };
-            match Pin::new(confirm).poll(cx) {
-                Poll::Pending => i += 1,
-                Poll::Ready(result) => {
-                    let (id, _) = self.pending.swap_remove(i);
-                    self.unconfirmed.remove(&id);
-                    let result = result.map(|c| self.set_return_aside(c, next));
-                    seen.push((id, result));
-                }
-            }
+        while let Poll::Ready(Some((id, result))) = self.pending.poll_next_unpin(cx) {
+            self.unconfirmed.remove(&id);
+            let result = result.map(|c| self.set_return_aside(c, next));
+            seen.push((id, result));
         }
         if seen.is_empty() {
             return;
