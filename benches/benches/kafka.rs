@@ -30,10 +30,11 @@
 //! to the empty retry-tier topics, as the engine's consumer does; on the
 //! test broker, at 12 partitions, that alone cut the raw commit-each loop
 //! from ~240k to ~150k msgs/s), `PARKWAY_BENCH_WORKERS` (the runtime's
-//! worker threads; default one per core), `PARKWAY_KAFKA_BOOTSTRAP`. Beside msgs/s each
-//! happy-path round prints the CPU time per record of all the process's
-//! threads: on a two-core machine shared with the broker, throughput swings
-//! with the broker's fetch timing, CPU per record much less.
+//! worker threads; default one per core), `PARKWAY_KAFKA_BOOTSTRAP`.
+//! Beside msgs/s each happy-path round prints the CPU time per record of
+//! all the process's threads: on a two-core machine shared with the
+//! broker, throughput swings with the broker's fetch timing, CPU per record
+//! much less.
 //!
 //! Why 7 rounds of 100 000 records, and a fresh broker: a round's window
 //! is a fraction of a second, and one round's raw rate swings up to twice
