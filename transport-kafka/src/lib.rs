@@ -23,6 +23,7 @@ mod admin;
 mod commits;
 mod config;
 mod control;
+mod finishes;
 mod halt;
 mod headers;
 mod parking;

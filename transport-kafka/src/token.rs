@@ -29,6 +29,8 @@ pub(crate) struct Token {
     /// The record's own headers when the message's are a lossy view.
     pub(crate) raw_headers: Option<OwnedHeaders>,
     pub(crate) epoch: u64,
+    /// The rebalance generation it was handed out in (see `finishes`).
+    pub(crate) generation: u64,
     /// Where its partition was in the state (a hint for the settle's
     /// lookup, see `State::index`).
     pub(crate) slot: usize,
@@ -78,6 +80,7 @@ impl Inner {
             record,
             epoch,
             slot,
+            generation,
         } = taken;
         let Record {
             topic,
@@ -106,6 +109,7 @@ impl Inner {
             raw_key,
             raw_headers,
             epoch,
+            generation,
             slot,
         };
         let delivery = Delivery::new(message, origin, token);
@@ -141,6 +145,7 @@ mod tests {
                 raw_key,
                 raw_headers: None,
                 epoch: 1,
+                generation: 0,
                 slot: 0,
             };
             prop_assert_eq!(token.key(&message), key.as_deref());

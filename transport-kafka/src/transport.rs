@@ -11,7 +11,7 @@ use std::{
 
 use parkway_core::{ErrorKind, Message, Ordering, RetryPolicy, TransportError};
 use rdkafka::{
-    ClientContext, Offset, TopicPartitionList,
+    ClientContext, TopicPartitionList,
     consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer},
     message::OwnedHeaders,
     producer::{FutureProducer, FutureRecord},
@@ -19,14 +19,15 @@ use rdkafka::{
 use tokio::{sync::Notify, task::JoinHandle};
 
 use crate::{
-    KIND, KafkaConfig, TierPlan, admin, commits, headers::from_headers, parking::KafkaParkingLot,
-    state::State, token::Token,
+    KIND, KafkaConfig, TierPlan, admin, commits, finishes::Finishes, headers::from_headers,
+    parking::KafkaParkingLot, state::State, token::Token,
 };
 
 /// Rebalance callbacks: revoked partitions drop their in-flight state,
 /// assigned ones start clean.
 pub(crate) struct Ctx {
     state: Arc<Mutex<State>>,
+    finishes: Arc<Finishes>,
     ready: Arc<Notify>,
     source: String,
 }
@@ -40,6 +41,8 @@ impl ConsumerContext for Ctx {
             // so its new owner does not redo it.
             let finished: Vec<(String, i32, i64)> = {
                 let mut s = lock(&self.state);
+                // Queued finishes first: what finished here is committed.
+                self.finishes.apply(&mut s, true);
                 tpl.elements()
                     .iter()
                     .filter_map(|e| {
@@ -62,6 +65,9 @@ impl ConsumerContext for Ctx {
                 tracing::warn!(error = %e, "could not resume newly assigned partitions");
             }
             let mut s = lock(&self.state);
+            // A re-assigned partition starts a new epoch: finishes of its
+            // old records go the locked way, which refuses them.
+            self.finishes.apply(&mut s, true);
             for e in tpl.elements() {
                 s.assign(e.topic(), e.partition(), e.topic() != self.source);
             }
@@ -82,6 +88,8 @@ pub(crate) struct Inner {
     pub(crate) consumer: Arc<StreamConsumer<Ctx>>,
     pub(crate) producer: FutureProducer,
     pub(crate) state: Arc<Mutex<State>>,
+    /// Finishes queued without the state lock (see `finishes`).
+    pub(crate) finishes: Arc<Finishes>,
     pub(crate) ready: Arc<Notify>,
     /// A consumer made room in a full source partition (the pump waits).
     pub(crate) drained: Notify,
@@ -138,9 +146,11 @@ impl KafkaTransport {
             .map_err(|e| kafka_error("create the producer", e))?;
         admin::ensure(&config, &plan, &producer).await?;
         let state = Arc::new(Mutex::new(State::default()));
+        let finishes = Arc::new(Finishes::default());
         let ready = Arc::new(Notify::new());
         let ctx = Ctx {
             state: state.clone(),
+            finishes: finishes.clone(),
             ready: ready.clone(),
             source: config.topic.clone(),
         };
@@ -158,6 +168,7 @@ impl KafkaTransport {
             consumer: Arc::new(consumer),
             producer,
             state,
+            finishes,
             ready,
             drained: Notify::new(),
             gathered: Notify::new(),
@@ -228,7 +239,11 @@ impl KafkaTransport {
         // Commit what finished before leaving the group (a blocking call).
         let inner = self.inner.clone();
         let flushed = tokio::task::spawn_blocking(move || {
-            let finished = lock(&inner.state).take_gathered();
+            let finished = {
+                let mut s = lock(&inner.state);
+                inner.finishes.apply(&mut s, false);
+                s.take_gathered()
+            };
             commits::commit(
                 inner.consumer.as_ref(),
                 &commits::list(finished),
@@ -354,61 +369,6 @@ impl Inner {
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.push(tokio::spawn(crate::control::listen(self.clone())));
         tasks.push(tokio::spawn(commits::run(self.clone())));
-        Ok(())
-    }
-
-    /// Commits everything before `next` now, or gathers it for the
-    /// committer.
-    pub(crate) fn commit(&self, topic: &str, partition: i32, next: i64) {
-        if self.config.commit_interval.is_zero() {
-            self.commit_now(topic, partition, next);
-        } else if lock(&self.state).gather(topic, partition, next) {
-            self.gathered.notify_one();
-        }
-    }
-
-    fn commit_now(&self, topic: &str, partition: i32, next: i64) {
-        let mut tpl = TopicPartitionList::new();
-        if tpl
-            .add_partition_offset(topic, partition, Offset::Offset(next))
-            .is_ok()
-        {
-            if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
-                tracing::warn!(error = %e, topic, partition, next, "offset commit failed; it is retried with the next one");
-            }
-        }
-    }
-
-    /// Marks a record finished and commits the grown prefix (gathering it
-    /// under the same lock).
-    pub(crate) fn finish(&self, token: &Token) -> Result<(), TransportError> {
-        let (topic, partition) = (&*token.topic, token.partition);
-        let gather = !self.config.commit_interval.is_zero();
-        let (now, wake) = {
-            let mut s = lock(&self.state);
-            let Some(slot) = s.index(topic, partition, token.slot) else {
-                return Err(revoked());
-            };
-            let next = match s.at_mut(slot) {
-                Some(p) if p.epoch == token.epoch => p.finish(token.offset),
-                _ => return Err(revoked()),
-            };
-            match next {
-                Some(next) if gather => (None, s.gather_at(slot, next)),
-                next => (next, false),
-            }
-        };
-        if let Some(next) = now {
-            self.commit_now(topic, partition, next);
-        }
-        if wake {
-            self.gathered.notify_one();
-        }
-        // In pause-partition mode the next record of this partition may run
-        // now; otherwise nothing waited on this one (no wake-up to spend).
-        if self.ordered {
-            self.ready.notify_one();
-        }
         Ok(())
     }
 

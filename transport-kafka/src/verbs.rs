@@ -206,8 +206,9 @@ fn take_runnable(inner: &Inner, max: usize, taken: &mut Vec<Taken>) -> Option<In
     let mut s = lock(&inner.state);
     let now = Instant::now();
     let bound = inner.config.buffer_per_partition;
+    let generation = inner.finishes.generation();
     while taken.len() < max {
-        let Some(t) = s.take(now, inner.ordered) else {
+        let Some(t) = s.take(now, inner.ordered, generation) else {
             break;
         };
         let r = &t.record;
