@@ -90,11 +90,21 @@ impl Envelope {
     /// earlier deliveries), so a forged low header cannot buy retries; a
     /// first-failure time in the future is taken as `now`.
     pub fn retry_state(&self, broker_attempts: Option<u32>, now: SystemTime) -> RetryState {
+        self.retry_state_at(broker_attempts, || now)
+    }
+
+    /// [`Envelope::retry_state`], reading the clock only if the message
+    /// failed before: a first attempt, most messages under load, needs no
+    /// time.
+    pub(crate) fn retry_state_at(
+        &self,
+        broker_attempts: Option<u32>,
+        now: impl FnOnce() -> SystemTime,
+    ) -> RetryState {
         let attempts = self.attempts.max(broker_attempts.unwrap_or(0));
         let first_failure_at = match self.first_failure_at {
-            Some(t) if t <= now => Some(t),
-            Some(_) => Some(now),
-            None if attempts > 0 => Some(now),
+            Some(t) => Some(t.min(now())),
+            None if attempts > 0 => Some(now()),
             None => None,
         };
         RetryState {

@@ -67,7 +67,7 @@ fn lifecycle<H: Handler>(
         // handler's run; a failure decodes the envelope again.
         let (state, due_at) = {
             let envelope = Envelope::decode(&delivery.message.headers);
-            let state = envelope.retry_state(delivery.broker_attempts, ctx.clock.now());
+            let state = envelope.retry_state_at(delivery.broker_attempts, || ctx.clock.now());
             (state, envelope.due_at)
         };
         if let Some(due) = due_at {
