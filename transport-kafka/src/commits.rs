@@ -59,16 +59,20 @@ pub(crate) async fn run(inner: Arc<Inner>) {
     loop {
         inner.gathered.notified().await;
         tokio::time::sleep(inner.config.commit_interval).await;
-        let taken = {
-            let mut s = lock(&inner.state);
-            inner.finishes.apply(&mut s, false);
-            s.take_gathered()
-        };
+        let taken = inner.committable();
         commit(inner.consumer.as_ref(), &list(taken), CommitMode::Async);
     }
 }
 
 impl Inner {
+    /// Every offset that may be committed now: the queued finishes
+    /// applied, then the gathered offsets taken.
+    pub(crate) fn committable(&self) -> Vec<(String, i32, i64)> {
+        let mut s = lock(&self.state);
+        self.finishes.apply(&mut s, false);
+        s.take_gathered()
+    }
+
     /// Commits everything before `next` now, or gathers it for the
     /// committer.
     pub(crate) fn commit(&self, topic: &str, partition: i32, next: i64) {

@@ -239,11 +239,7 @@ impl KafkaTransport {
         // Commit what finished before leaving the group (a blocking call).
         let inner = self.inner.clone();
         let flushed = tokio::task::spawn_blocking(move || {
-            let finished = {
-                let mut s = lock(&inner.state);
-                inner.finishes.apply(&mut s, false);
-                s.take_gathered()
-            };
+            let finished = inner.committable();
             commits::commit(
                 inner.consumer.as_ref(),
                 &commits::list(finished),
